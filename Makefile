@@ -1,0 +1,49 @@
+# Front door: `make serve` runs the server on the bundled tiny model, `make test` runs every test that needs
+# no GPU. Both install what they need first (`make deps`, Debian apt-get, idempotent).
+BUILD ?= build
+FUZZ_BUILD ?= $(BUILD)-fuzz
+JOBS ?= $(shell nproc)
+CUDA ?= $(shell command -v nvcc >/dev/null 2>&1 || test -x /usr/local/cuda/bin/nvcc && echo 1 || echo 0)
+MODEL ?= tests/fixtures/models/m3-tiny-msa
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+APT_PACKAGES := build-essential cmake ninja-build pkg-config git clang libclang-rt-14-dev \
+  nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libyaml-cpp-dev libgtest-dev libgmock-dev
+
+ifeq ($(CUDA),1)
+  NVCC := $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
+  CUDA_FLAGS := -DM3_CUDA=ON -DCMAKE_CUDA_COMPILER=$(NVCC)
+else
+  CUDA_FLAGS := -DM3_CUDA=OFF
+endif
+
+.PHONY: deps build test fuzz-smoke serve generate clean format
+
+deps:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing: $$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+build:
+	cmake -S . -B $(BUILD) -G Ninja $(CUDA_FLAGS) $(CMAKE_ARGS)
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: deps build fuzz-smoke
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+
+fuzz-smoke:
+	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	  -DM3_LIBFUZZER=ON -DM3_TOP_MODULE=chat -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	cd $(FUZZ_BUILD) && ctest --output-on-failure -L fuzz-smoke
+
+serve: deps build
+	$(BUILD)/m3 serve $(MODEL) $(ARGS)
+
+clean:
+	rm -rf $(BUILD) $(FUZZ_BUILD)
+
+format:
+	git ls-files '*.h' '*.cc' '*.cu' '*.cuh' | xargs clang-format -i

@@ -1,0 +1,167 @@
+// Reads every request first (a bad line is reported with its number and the rest still run), sizes the KV
+// pool for what the requests need, runs them batched through the engine, and writes one output line per input
+// line in input order. Exit status 1 when any line was rejected.
+#include "apps/generate_command.h"
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/generation_input.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "config/model_config.h"
+#include "engine/engine.h"
+
+namespace m3 {
+namespace {
+
+struct GenerateArgs {
+  std::string model, device = "cpu", input = "-", output = "-";
+  int max_num_seqs = 256, max_num_batched_tokens = 8192, num_kv_pages = 0;
+  int64_t max_model_len = 0;
+  double kv_cache_gb = 4.0;
+};
+
+struct Line {
+  int number = 0;
+  std::optional<Request> request;
+  std::string error;
+  int64_t engine_id = -1;
+  std::vector<int32_t> output;
+  FinishReason finish = FinishReason::kNone;
+};
+
+std::vector<Line> read_lines(std::istream& in, const GenerationDefaults& defaults) {
+  std::vector<Line> lines;
+  std::string text;
+  for (int number = 1; std::getline(in, text); ++number) {
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    Line line;
+    line.number = number;
+    try {
+      auto j = nlohmann::json::parse(text, nullptr, false);
+      if (j.is_discarded()) fail(ErrorKind::kInvalidArgument, "not valid JSON");
+      line.request = parse_generation_request(j, defaults);
+    } catch (const Error& e) {
+      line.error = e.what();
+    }
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
+int kv_pages_needed(const ModelConfig& c, const std::vector<Line>& lines, const GenerateArgs& a) {
+  if (a.num_kv_pages > 0) return a.num_kv_pages;
+  const int64_t page = c.msa.block_size;
+  size_t bytes_per_page = 0;
+  for (int l = 0; l < c.num_layers; ++l)
+    bytes_per_page +=
+        page * (2 * c.kv_size() + (c.sparse_attention[l] ? c.msa.index_head_dim : 0)) * sizeof(float);
+  const int64_t budget = static_cast<int64_t>(a.kv_cache_gb * (1ull << 30) / bytes_per_page);
+  int64_t total = 0, largest = 1;
+  for (const Line& l : lines)
+    if (l.request) {
+      int64_t need =
+          (static_cast<int64_t>(l.request->prompt.size()) + l.request->max_tokens + page - 1) / page;
+      total += need;
+      largest = std::max(largest, need);
+    }
+  return static_cast<int>(std::max(largest, std::min(std::max<int64_t>(total, 1), budget)));
+}
+
+int run(const GenerateArgs& a) {
+  GenerationDefaults defaults = load_generation_defaults(a.model);
+  std::vector<Line> lines;
+  if (a.input == "-") {
+    lines = read_lines(std::cin, defaults);
+  } else {
+    std::ifstream in(a.input);
+    if (!in) fail(ErrorKind::kNotFound, "--input '" + a.input + "': cannot open");
+    lines = read_lines(in, defaults);
+  }
+  ModelConfig config = load_model_config(a.model);
+  BackendOptions bo;
+  bo.device = a.device;
+  bo.num_kv_pages = kv_pages_needed(config, lines, a);
+  auto t0 = std::chrono::steady_clock::now();
+  Engine engine(load_backend(a.model, bo), {a.max_num_seqs, a.max_num_batched_tokens, a.max_model_len});
+  auto t1 = std::chrono::steady_clock::now();
+
+  std::map<int64_t, Line*> by_id;
+  for (Line& l : lines) {
+    if (!l.request) continue;
+    try {
+      l.engine_id = engine.add(*l.request);
+      by_id[l.engine_id] = &l;
+    } catch (const Error& e) {
+      l.error = e.what();
+    }
+  }
+  int64_t generated = 0, steps = 0;
+  while (engine.has_work()) {
+    for (const TokenEvent& ev : engine.step()) {
+      Line* l = by_id.at(ev.request_id);
+      l->output.push_back(ev.token);
+      l->finish = ev.finish;
+      ++generated;
+    }
+    ++steps;
+  }
+  auto t2 = std::chrono::steady_clock::now();
+  auto secs = [](auto d) { return std::chrono::duration<double>(d).count(); };
+  log_info("generated ", generated, " tokens for ", by_id.size(), " requests in ", steps, " steps, ",
+           secs(t2 - t1), " s (model load ", secs(t1 - t0), " s)");
+
+  std::ofstream file;
+  if (a.output != "-") {
+    file.open(a.output);
+    if (!file) fail(ErrorKind::kInvalidArgument, "--output '" + a.output + "': cannot write");
+  }
+  std::ostream& out = a.output == "-" ? std::cout : file;
+  int failures = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const Line& l = lines[i];
+    nlohmann::json j = {{"index", i}};
+    if (!l.error.empty()) {
+      ++failures;
+      log_error("input line ", l.number, ": ", l.error);
+      j["error"] = {{"line", l.number}, {"message", l.error}};
+    } else {
+      j["output_token_ids"] = l.output;
+      j["finish_reason"] = finish_reason_name(l.finish);
+    }
+    out << j.dump() << "\n";
+  }
+  out.flush();
+  return failures ? 1 : 0;
+}
+
+}  // namespace
+
+void register_generate_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<GenerateArgs>();
+  CLI::App* cmd = app.add_subcommand("generate", "Offline batched generation from a JSONL file of requests");
+  cmd->add_option("--model,model", args->model, "Model directory (config.json + safetensors)")->required();
+  cmd->add_option("--device", args->device, "Backend: cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option(
+      "--input", args->input,
+      "JSONL requests ('-' = stdin): {\"prompt_token_ids\": [...], \"max_tokens\", \"temperature\", "
+      "\"top_p\", \"top_k\", \"min_p\", \"seed\", \"ignore_eos\", \"stop_token_ids\"}");
+  cmd->add_option("--output", args->output,
+                  "JSONL results ('-' = stdout): {\"index\", \"output_token_ids\", "
+                  "\"finish_reason\"} or {\"index\", \"error\"}");
+  cmd->add_option("--max-num-seqs", args->max_num_seqs, "Sequences per step")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-num-batched-tokens", args->max_num_batched_tokens, "Token budget per step")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-model-len", args->max_model_len, "Longest prompt + output (default: the model's)");
+  cmd->add_option("--num-kv-pages", args->num_kv_pages,
+                  "KV pages to allocate (default: what the requests need)");
+  cmd->add_option("--kv-cache-gb", args->kv_cache_gb, "Cap on the default KV pool size (cpu)");
+  cmd->callback([args, &exit_code] { exit_code = run(*args); });
+}
+
+}  // namespace m3

@@ -1,0 +1,24 @@
+// Parsing of `m3 generate` input lines ({"prompt_token_ids": [...], "max_tokens", "temperature", ...}) into
+// engine Requests, and of the sampling defaults a model ships in generation_config.json. Each error names
+// the field; the caller adds the line number.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+
+namespace m3 {
+
+struct GenerationDefaults {
+  SamplingParams sampling;  // temperature / top_p / top_k from generation_config.json when present
+  int max_tokens = 16;
+};
+
+GenerationDefaults load_generation_defaults(const std::string& model_dir);
+
+// Parses one request object. Throws m3::Error(kInvalidArgument) naming the offending field.
+Request parse_generation_request(const nlohmann::json& line, const GenerationDefaults& defaults);
+
+}  // namespace m3

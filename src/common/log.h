@@ -1,0 +1,43 @@
+// Minimal leveled logging to stderr: one line per event, "LEVEL time message". The level is set once at
+// startup (--log-level or M3_LOG_LEVEL); logging is thread-safe and never throws.
+#pragma once
+
+#include <sstream>
+#include <string>
+
+namespace m3 {
+
+enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3, kOff = 4 };
+
+void set_log_level(LogLevel level);
+LogLevel log_level();
+LogLevel parse_log_level(const std::string& name);  // throws m3::Error(kInvalidArgument) on an unknown name
+void log_line(LogLevel level, const std::string& message);
+
+namespace detail {
+template <typename... Args>
+std::string concat(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+}  // namespace detail
+
+template <typename... Args>
+void log_debug(const Args&... args) {
+  if (log_level() <= LogLevel::kDebug) log_line(LogLevel::kDebug, detail::concat(args...));
+}
+template <typename... Args>
+void log_info(const Args&... args) {
+  if (log_level() <= LogLevel::kInfo) log_line(LogLevel::kInfo, detail::concat(args...));
+}
+template <typename... Args>
+void log_warn(const Args&... args) {
+  if (log_level() <= LogLevel::kWarn) log_line(LogLevel::kWarn, detail::concat(args...));
+}
+template <typename... Args>
+void log_error(const Args&... args) {
+  if (log_level() <= LogLevel::kError) log_line(LogLevel::kError, detail::concat(args...));
+}
+
+}  // namespace m3

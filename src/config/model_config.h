@@ -1,0 +1,77 @@
+// ModelConfig: everything the MiniMax-M3 forward pass depends on, parsed from a Hugging Face config.json.
+// Accepts the released spelling (VL wrapper with text_config, sparse_attention_config, moe_layer_freq,
+// rope_theta + rotary_dim) and the one transformers writes (layer_types, mlp_layer_types, rope_parameters,
+// index_*), and text-only configs. Every value the model math depends on is validated at parse time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace m3 {
+
+// MiniMax Sparse Attention (MSA) selection parameters, shared by every sparse layer.
+struct MsaConfig {
+  int block_size = 128;     // KV block = KV page size; blocks are anchored at absolute positions
+  int topk_blocks = 16;     // blocks attended per query per KV group, forced blocks included
+  int local_blocks = 1;     // the block holding the query (and local_blocks-1 before it) are always kept
+  int init_blocks = 0;      // the first init_blocks blocks are always kept ("sink" blocks)
+  int num_index_heads = 4;  // == num_kv_heads: index head g selects for KV group g
+  int index_head_dim = 128;
+};
+
+enum class WeightQuant { kNone, kMxfp8 };
+
+struct ModelConfig {
+  std::string architecture;  // e.g. MiniMaxM3SparseForConditionalGeneration
+  bool vl_wrapper = false;   // config.json nests the text model under text_config
+
+  int hidden_size = 0;
+  int num_layers = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int vocab_size = 0;
+  int64_t max_position_embeddings = 0;
+  float rms_norm_eps = 1e-6f;
+
+  double rope_theta = 0;
+  int rotary_dim = 0;  // leading dims of each head rotated (NeoX rotate-half); the rest pass through
+
+  int dense_intermediate_size = 0;   // MLP width of dense-FFN layers
+  int expert_intermediate_size = 0;  // per routed expert
+  int shared_intermediate_size = 0;  // shared expert (one per MoE layer)
+  int num_experts = 0;
+  int experts_per_token = 0;
+  float routed_scaling_factor = 1.0f;
+  bool use_routing_bias = true;  // e_score_correction_bias, used for expert choice only
+  float swiglu_alpha = 1.702f;
+  float swiglu_limit = 7.0f;
+
+  std::vector<bool> sparse_attention;  // per layer: MSA (true) or dense causal attention (false)
+  std::vector<bool> moe;               // per layer: MoE + shared expert (true) or dense MLP (false)
+  MsaConfig msa;
+
+  bool tie_word_embeddings = false;
+  WeightQuant weight_quant = WeightQuant::kNone;
+  int quant_block = 32;  // MXFP8: one e8m0 scale per quant_block input columns
+
+  int bos_token_id = -1;
+  std::vector<int> eos_token_ids;
+
+  int q_size() const { return num_heads * head_dim; }
+  int kv_size() const { return num_kv_heads * head_dim; }
+  int group_size() const { return num_heads / num_kv_heads; }
+  bool any_sparse() const;
+  int num_dense_attention_layers() const;
+};
+
+// Parses a config.json object. `source` names the file in error messages.
+ModelConfig parse_model_config(const nlohmann::json& config, const std::string& source);
+
+// Reads DIR/config.json (and DIR/generation_config.json for eos ids when present).
+ModelConfig load_model_config(const std::string& model_dir);
+
+}  // namespace m3

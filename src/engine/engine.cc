@@ -1,0 +1,124 @@
+// Engine step loop and request validation.
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+
+namespace m3 {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAbort:
+      return "abort";
+    default:
+      return "";
+  }
+}
+
+Engine::Engine(std::unique_ptr<ModelBackend> backend, EngineOptions options)
+    : backend_(std::move(backend)),
+      opt_(options),
+      sched_({options.max_num_seqs, options.max_num_batched_tokens}, backend_->num_kv_pages(),
+             backend_->page_size()) {
+  const int64_t pool_tokens = int64_t{backend_->num_kv_pages()} * backend_->page_size();
+  max_model_len_ = opt_.max_model_len > 0 ? opt_.max_model_len : backend_->config().max_position_embeddings;
+  if (max_model_len_ > backend_->config().max_position_embeddings)
+    fail(ErrorKind::kInvalidArgument, "--max-model-len " + std::to_string(max_model_len_) +
+                                          " exceeds the model's max_position_embeddings (" +
+                                          std::to_string(backend_->config().max_position_embeddings) + ")");
+  max_model_len_ = std::min(max_model_len_, pool_tokens);
+}
+
+int64_t Engine::add(Request r) {
+  const ModelConfig& c = backend_->config();
+  if (r.prompt.empty()) fail(ErrorKind::kInvalidArgument, "prompt is empty");
+  for (int32_t t : r.prompt)
+    if (t < 0 || t >= c.vocab_size)
+      fail(ErrorKind::kInvalidArgument, "prompt token id " + std::to_string(t) +
+                                            " is outside the vocabulary [0, " + std::to_string(c.vocab_size) +
+                                            ")");
+  if (r.max_tokens < 1) fail(ErrorKind::kInvalidArgument, "max_tokens must be at least 1");
+  const int64_t total = static_cast<int64_t>(r.prompt.size()) + r.max_tokens;
+  if (total > max_model_len_)
+    fail(ErrorKind::kInvalidArgument, "prompt (" + std::to_string(r.prompt.size()) +
+                                          " tokens) + max_tokens (" + std::to_string(r.max_tokens) +
+                                          ") exceeds the maximum model length " +
+                                          std::to_string(max_model_len_));
+  const SamplingParams& s = r.sampling;
+  if (!(s.temperature >= 0) || !std::isfinite(s.temperature))
+    fail(ErrorKind::kInvalidArgument, "temperature must be >= 0");
+  if (!(s.top_p > 0 && s.top_p <= 1)) fail(ErrorKind::kInvalidArgument, "top_p must be in (0, 1]");
+  if (!(s.min_p >= 0 && s.min_p <= 1)) fail(ErrorKind::kInvalidArgument, "min_p must be in [0, 1]");
+  if (s.top_k < -1) fail(ErrorKind::kInvalidArgument, "top_k must be -1, 0 (off) or positive");
+
+  const int64_t id = next_id_++;
+  std::mt19937_64 rng(r.seed ? *r.seed : std::random_device{}() ^ (static_cast<uint64_t>(id) << 32));
+  sched_.add(id, r.prompt);
+  active_.emplace(id, Active{std::move(r), rng, 0});
+  return id;
+}
+
+void Engine::abort(int64_t id) {
+  sched_.finish(id);
+  active_.erase(id);
+}
+
+FinishReason Engine::check_stop(const Active& a, int32_t token) const {
+  const Request& r = a.req;
+  if (std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), token) != r.stop_token_ids.end())
+    return FinishReason::kStop;
+  if (!r.ignore_eos) {
+    const auto& eos = backend_->config().eos_token_ids;
+    if (std::find(eos.begin(), eos.end(), token) != eos.end()) return FinishReason::kStop;
+  }
+  if (a.generated >= r.max_tokens) return FinishReason::kLength;
+  return FinishReason::kNone;
+}
+
+std::vector<TokenEvent> Engine::step() {
+  StepPlan plan = sched_.schedule();
+  std::vector<TokenEvent> events;
+  if (plan.empty()) return events;
+
+  ForwardBatch batch;
+  std::vector<int64_t> sampled_ids;
+  for (const ScheduledChunk& c : plan.chunks) {
+    const SequenceState& s = sched_.seq(c.seq_id);
+    SeqChunk chunk;
+    chunk.token_offset = static_cast<int32_t>(batch.token_ids.size());
+    chunk.num_tokens = c.num_tokens;
+    chunk.start_pos = c.start_pos;
+    chunk.block_table = s.block_table;
+    chunk.want_logits = c.samples;
+    batch.token_ids.insert(batch.token_ids.end(), s.tokens.begin() + c.start_pos,
+                           s.tokens.begin() + c.start_pos + c.num_tokens);
+    batch.seqs.push_back(chunk);
+    if (c.samples) sampled_ids.push_back(c.seq_id);
+  }
+  ForwardOutput out = backend_->forward(batch);
+  sched_.commit(plan);
+
+  for (size_t row = 0; row < sampled_ids.size(); ++row) {
+    const int64_t id = sampled_ids[row];
+    Active& a = active_.at(id);
+    int32_t token = sample_token(out.logits.data() + row * out.vocab, out.vocab, a.req.sampling, a.rng);
+    ++a.generated;
+    FinishReason fr = check_stop(a, token);
+    events.push_back({id, token, fr});
+    if (fr != FinishReason::kNone) {
+      sched_.finish(id);
+      active_.erase(id);
+    } else {
+      sched_.append_token(id, token);
+    }
+  }
+  return events;
+}
+
+}  // namespace m3

@@ -1,0 +1,74 @@
+// The step loop: scheduler plan -> ForwardBatch -> backend forward -> sampling -> stop checks -> events.
+// Requests are validated on entry (length limits, token ids, sampling ranges) so a bad request is rejected
+// with a clear error and never reaches the model. Stop strings are the caller's business (it owns the text).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "model/backend.h"
+#include "sched/scheduler.h"
+
+namespace m3 {
+
+struct EngineOptions {
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 8192;
+  int64_t max_model_len = 0;  // 0: the model's max_position_embeddings, capped by the KV pool
+};
+
+struct Request {
+  std::vector<int32_t> prompt;
+  int max_tokens = 16;
+  SamplingParams sampling;
+  std::optional<uint64_t> seed;
+  bool ignore_eos = false;
+  std::vector<int32_t> stop_token_ids;
+};
+
+enum class FinishReason { kNone, kStop, kLength, kAbort };
+const char* finish_reason_name(FinishReason r);
+
+struct TokenEvent {
+  int64_t request_id;
+  int32_t token;
+  FinishReason finish = FinishReason::kNone;  // set on the request's last event
+};
+
+class Engine {
+ public:
+  Engine(std::unique_ptr<ModelBackend> backend, EngineOptions options);
+
+  const ModelConfig& config() const { return backend_->config(); }
+  int64_t max_model_len() const { return max_model_len_; }
+
+  // Validates and queues a request; throws m3::Error(kInvalidArgument) naming the bad field.
+  int64_t add(Request request);
+  void abort(int64_t request_id);
+  bool has_work() const { return sched_.has_work(); }
+  // Runs one step and returns the tokens it produced (at most one per running request).
+  std::vector<TokenEvent> step();
+
+ private:
+  struct Active {
+    Request req;
+    std::mt19937_64 rng;
+    int generated = 0;
+  };
+  FinishReason check_stop(const Active& a, int32_t token) const;
+
+  std::unique_ptr<ModelBackend> backend_;
+  EngineOptions opt_;
+  int64_t max_model_len_ = 0;
+  Scheduler sched_;
+  std::map<int64_t, Active> active_;
+  int64_t next_id_ = 0;
+};
+
+}  // namespace m3

@@ -1,0 +1,62 @@
+// Sampling: filters are applied on the softmax of logits / temperature in the order top-k, top-p, min-p
+// (vLLM's order), then one draw from the renormalised distribution.
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+namespace m3 {
+
+int32_t sample_token(const float* logits, int32_t vocab, const SamplingParams& p, std::mt19937_64& rng) {
+  if (p.temperature <= 0.0f) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < vocab; ++i)
+      if (logits[i] > logits[best]) best = i;
+    return best;
+  }
+  std::vector<int32_t> ids(vocab);
+  std::iota(ids.begin(), ids.end(), 0);
+  auto by_logit = [&](int32_t a, int32_t b) {
+    return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+  };
+  int32_t keep = vocab;
+  if (p.top_k > 0 && p.top_k < vocab) {
+    keep = p.top_k;
+    std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(), by_logit);
+  } else {
+    std::sort(ids.begin(), ids.end(), by_logit);
+  }
+  std::vector<double> probs(keep);
+  const double mx = logits[ids[0]];
+  double total = 0;
+  for (int32_t i = 0; i < keep; ++i) total += probs[i] = std::exp((logits[ids[i]] - mx) / p.temperature);
+  // top-p: smallest prefix (in descending probability) whose mass reaches top_p.
+  if (p.top_p < 1.0f) {
+    double mass = 0;
+    for (int32_t i = 0; i < keep; ++i) {
+      mass += probs[i] / total;
+      if (mass >= p.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  if (p.min_p > 0.0f) {
+    const double floor = p.min_p * probs[0];
+    int32_t k = 1;
+    while (k < keep && probs[k] >= floor) ++k;
+    keep = k;
+  }
+  double kept = 0;
+  for (int32_t i = 0; i < keep; ++i) kept += probs[i];
+  double r = std::uniform_real_distribution<double>(0.0, kept)(rng);
+  for (int32_t i = 0; i < keep; ++i) {
+    r -= probs[i];
+    if (r < 0) return ids[i];
+  }
+  return ids[keep - 1];
+}
+
+}  // namespace m3

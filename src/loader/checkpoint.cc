@@ -1,0 +1,147 @@
+// Checkpoint discovery (single file or index.json shards), name canonicalisation and fp32 reads.
+#include "loader/checkpoint.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+
+namespace m3 {
+namespace fs = std::filesystem;
+
+namespace {
+
+bool starts_with(const std::string& s, const char* p) {
+  return s.rfind(p, 0) == 0;
+}
+
+std::vector<std::string> shard_files(const std::string& dir) {
+  fs::path index = fs::path(dir) / "model.safetensors.index.json";
+  std::vector<std::string> files;
+  if (fs::exists(index)) {
+    std::ifstream in(index);
+    auto j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+      fail(ErrorKind::kCorruptData, index.string() + ": not a safetensors index (no weight_map object)");
+    std::set<std::string> unique;
+    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+      if (!it.value().is_string())
+        fail(ErrorKind::kCorruptData, index.string() + ": weight_map['" + it.key() + "'] is not a file name");
+      std::string f = it.value().get<std::string>();
+      if (f.find('/') != std::string::npos || f.find("..") != std::string::npos)
+        fail(ErrorKind::kCorruptData, index.string() + ": shard name '" + f + "' must be a plain file name");
+      unique.insert(f);
+    }
+    for (const auto& f : unique) {
+      fs::path p = fs::path(dir) / f;
+      if (!fs::exists(p))
+        fail(ErrorKind::kNotFound, index.string() + " lists shard '" + f + "', which does not exist");
+      files.push_back(p.string());
+    }
+    return files;
+  }
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ".safetensors") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  if (files.empty()) fail(ErrorKind::kNotFound, "no *.safetensors files in '" + dir + "'");
+  return files;
+}
+
+}  // namespace
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string Checkpoint::canonical_name(const std::string& n) {
+  std::string c;
+  if (starts_with(n, "language_model.model."))
+    c = "model." + n.substr(21);
+  else if (starts_with(n, "language_model.lm_head."))
+    c = n.substr(15);
+  else if (starts_with(n, "model.language_model."))
+    c = "model." + n.substr(21);
+  else if (starts_with(n, "model.") || starts_with(n, "lm_head."))
+    c = n;
+  else
+    return "";  // vision_tower.*, multi_modal_projector.*, patch_merge_mlp.*, ...
+  if (starts_with(c, "model.mtp.") || starts_with(c, "mtp."))
+    return "";  // MTP heads are not part of the main model
+  if (starts_with(c, "model.vision_tower.") || starts_with(c, "model.multi_modal_projector.")) return "";
+  return c;
+}
+
+Checkpoint::Checkpoint(const std::string& model_dir) : dir_(model_dir) {
+  if (!fs::is_directory(model_dir))
+    fail(ErrorKind::kNotFound, "model directory '" + model_dir + "' does not exist");
+  for (const auto& path : shard_files(model_dir)) {
+    files_.push_back(std::make_unique<SafetensorsFile>(path));
+    const SafetensorsFile* f = files_.back().get();
+    for (const auto& [name, info] : f->tensors()) {
+      std::string c = canonical_name(name);
+      if (c.empty()) {
+        ignored_.push_back(name);
+        continue;
+      }
+      auto [it, inserted] = tensors_.emplace(c, TensorRef{f, &info});
+      if (!inserted)
+        fail(ErrorKind::kCorruptData, "tensor '" + name + "' appears twice (in " + it->second.file->path() +
+                                          " and " + f->path() + ")");
+    }
+  }
+}
+
+bool Checkpoint::has(const std::string& name) const {
+  return tensors_.count(name) > 0;
+}
+
+const TensorRef& Checkpoint::at(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end())
+    fail(ErrorKind::kNotFound, "checkpoint '" + dir_ + "' has no tensor '" + name + "'");
+  return it->second;
+}
+
+std::vector<std::string> Checkpoint::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, ref] : tensors_) out.push_back(name);
+  return out;
+}
+
+std::vector<float> Checkpoint::read_f32(const std::string& name, const std::vector<int64_t>& shape,
+                                        int quant_block) const {
+  const TensorRef& ref = at(name);
+  const TensorInfo& info = *ref.info;
+  const std::string where = "tensor '" + info.name + "' in " + ref.file->path();
+  if (info.shape != shape)
+    fail(ErrorKind::kCorruptData,
+         where + " has shape " + shape_string(info.shape) + ", expected " + shape_string(shape));
+  if (!dtype_is_float(info.dtype))
+    fail(ErrorKind::kCorruptData, where + " has dtype " + dtype_name(info.dtype) + ", expected a float type");
+  std::vector<float> out(static_cast<size_t>(info.numel()));
+  convert_to_f32(info.dtype, ref.file->tensor_data(info), out.size(), out.data());
+  if (info.dtype != DType::kF8E4M3) return out;
+
+  // MXFP8: one e8m0 exponent per `quant_block` consecutive inputs of a row.
+  const std::string scale_name = name + "_scale_inv";
+  if (shape.size() != 2 || !has(scale_name))
+    fail(ErrorKind::kCorruptData, where + " is fp8-e4m3 but has no 2-D companion '" + scale_name + "'");
+  const TensorRef& sref = at(scale_name);
+  const int64_t rows = shape[0], cols = shape[1], blocks = (cols + quant_block - 1) / quant_block;
+  if (sref.info->dtype != DType::kU8 || sref.info->shape != std::vector<int64_t>{rows, blocks})
+    fail(ErrorKind::kCorruptData, "tensor '" + sref.info->name + "' in " + sref.file->path() +
+                                      " must be U8 " + shape_string({rows, blocks}) + ", got " +
+                                      dtype_name(sref.info->dtype) + " " + shape_string(sref.info->shape));
+  const uint8_t* scales = sref.file->tensor_data(*sref.info);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] *= e8m0_to_f32(scales[r * blocks + c / quant_block]);
+  return out;
+}
+
+}  // namespace m3

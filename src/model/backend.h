@@ -1,0 +1,31 @@
+// The interface every model backend (cpu, cuda) implements; the engine drives it and nothing else.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "config/model_config.h"
+#include "model/forward_batch.h"
+
+namespace m3 {
+
+class ModelBackend {
+ public:
+  virtual ~ModelBackend() = default;
+  virtual const ModelConfig& config() const = 0;
+  virtual const char* device_name() const = 0;
+  int page_size() const { return config().msa.block_size; }  // KV page = MSA block
+  virtual int num_kv_pages() const = 0;
+  // Runs the batch; KV (and index-K) of the new tokens are written to their pages first.
+  virtual ForwardOutput forward(const ForwardBatch& batch, const ForwardOptions& options = {}) = 0;
+};
+
+struct BackendOptions {
+  std::string device = "cpu";  // cpu | cuda
+  int num_kv_pages = 0;        // KV pages to allocate (page = config.msa.block_size tokens)
+};
+
+// Loads the checkpoint in `model_dir` onto the requested device. Errors name the file / tensor / flag.
+std::unique_ptr<ModelBackend> load_backend(const std::string& model_dir, const BackendOptions& options);
+
+}  // namespace m3

@@ -1,0 +1,19 @@
+// Allocation of the per-layer page arrays.
+#include "model/cpu_kv_storage.h"
+
+namespace m3 {
+
+CpuKvStorage::CpuKvStorage(const ModelConfig& c, int num_pages)
+    : num_pages_(num_pages),
+      page_size_(c.msa.block_size),
+      kv_stride_(static_cast<size_t>(c.kv_size())),
+      idx_stride_(static_cast<size_t>(c.msa.index_head_dim)) {
+  const size_t slots = static_cast<size_t>(num_pages) * page_size_;
+  for (int l = 0; l < c.num_layers; ++l) {
+    k_.emplace_back(slots * kv_stride_);
+    v_.emplace_back(slots * kv_stride_);
+    idx_.emplace_back(c.sparse_attention[l] ? slots * idx_stride_ : 0);
+  }
+}
+
+}  // namespace m3

@@ -1,0 +1,32 @@
+// Paged fp32 KV storage of the CPU backend. One page holds page_size consecutive positions of one sequence:
+// per layer K and V as [page][slot][kv_head][head_dim], and for MSA layers the index keys
+// (post-norm, post-RoPE) as [page][slot][index_dim], allocated with the same page ids.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "config/model_config.h"
+
+namespace m3 {
+
+class CpuKvStorage {
+ public:
+  CpuKvStorage(const ModelConfig& config, int num_pages);
+  int num_pages() const { return num_pages_; }
+  int page_size() const { return page_size_; }
+
+  float* k(int layer, int32_t page, int slot) { return &k_[layer][offset(page, slot, kv_stride_)]; }
+  float* v(int layer, int32_t page, int slot) { return &v_[layer][offset(page, slot, kv_stride_)]; }
+  float* index_k(int layer, int32_t page, int slot) { return &idx_[layer][offset(page, slot, idx_stride_)]; }
+
+ private:
+  size_t offset(int32_t page, int slot, size_t stride) const {
+    return (static_cast<size_t>(page) * page_size_ + slot) * stride;
+  }
+  int num_pages_, page_size_;
+  size_t kv_stride_, idx_stride_;
+  std::vector<std::vector<float>> k_, v_, idx_;
+};
+
+}  // namespace m3

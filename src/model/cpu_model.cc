@@ -1,0 +1,75 @@
+// Forward pass of the CPU backend: embedding, decoder layers (attention then FFN, pre-norm residual), final
+// norm and LM head for the rows that want logits. Attention is in cpu_attention.cc, the FFN in cpu_ffn.cc.
+#include "model/cpu_model.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "model/cpu_ops.h"
+
+namespace m3 {
+
+CpuModel::CpuModel(ModelConfig config, CpuWeights weights, int num_kv_pages)
+    : config_(std::move(config)),
+      w_(std::move(weights)),
+      kv_(config_, num_kv_pages),
+      rope_(config_.rotary_dim, config_.rope_theta) {}
+
+ForwardOutput CpuModel::forward(const ForwardBatch& batch, const ForwardOptions& options) {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size;
+  const int64_t T = static_cast<int64_t>(batch.token_ids.size());
+
+  std::vector<TokenMeta> tokens(T);
+  std::vector<int64_t> logit_rows;  // token index of each logits row
+  for (const SeqChunk& s : batch.seqs) {
+    if (s.num_tokens <= 0 || s.token_offset < 0 || s.token_offset + s.num_tokens > T)
+      fail(ErrorKind::kInternal, "forward batch chunk out of range");
+    const int64_t end = s.start_pos + s.num_tokens;
+    if (static_cast<int64_t>(s.block_table.size()) * kv_.page_size() < end)
+      fail(ErrorKind::kInternal, "block table too short for the chunk");
+    for (int32_t p : s.block_table)
+      if (p < 0 || p >= kv_.num_pages()) fail(ErrorKind::kInternal, "block table holds an invalid page id");
+    for (int i = 0; i < s.num_tokens; ++i) tokens[s.token_offset + i] = {s.start_pos + i, &s};
+    if (s.want_logits) logit_rows.push_back(s.token_offset + s.num_tokens - 1);
+  }
+
+  std::vector<float> h(T * H), normed(T * H), delta(T * H);
+  for (int64_t t = 0; t < T; ++t) {
+    int32_t id = batch.token_ids[t];
+    if (id < 0 || id >= c.vocab_size)
+      fail(ErrorKind::kInvalidArgument, "token id " + std::to_string(id) + " out of range");
+    std::copy_n(w_.embed.data() + id * H, H, h.data() + t * H);
+  }
+
+  ForwardOutput out;
+  auto trace = [&] {
+    if (!options.trace_hidden) return;
+    out.hidden_trace.resize(logit_rows.size());
+    for (size_t r = 0; r < logit_rows.size(); ++r)
+      out.hidden_trace[r].emplace_back(h.begin() + logit_rows[r] * H, h.begin() + (logit_rows[r] + 1) * H);
+  };
+  trace();
+
+  for (int l = 0; l < c.num_layers; ++l) {
+    const CpuLayerWeights& L = w_.layers[l];
+    cpu::rms_norm_gemma(h.data(), normed.data(), T, H, L.input_norm.data(), c.rms_norm_eps);
+    attention_block(l, normed.data(), tokens, delta.data());
+    for (int64_t i = 0; i < T * H; ++i) h[i] += delta[i];
+    cpu::rms_norm_gemma(h.data(), normed.data(), T, H, L.post_norm.data(), c.rms_norm_eps);
+    ffn_block(l, normed.data(), T, delta.data());
+    for (int64_t i = 0; i < T * H; ++i) h[i] += delta[i];
+    trace();
+  }
+
+  const int64_t R = static_cast<int64_t>(logit_rows.size());
+  std::vector<float> last(R * H);
+  for (int64_t r = 0; r < R; ++r) std::copy_n(h.data() + logit_rows[r] * H, H, last.data() + r * H);
+  cpu::rms_norm_gemma(last.data(), last.data(), R, H, w_.final_norm.data(), c.rms_norm_eps);
+  out.vocab = c.vocab_size;
+  out.logits.resize(R * c.vocab_size);
+  cpu::matmul(last.data(), R, H, w_.lm_head.data(), c.vocab_size, out.logits.data());
+  return out;
+}
+
+}  // namespace m3

@@ -1,0 +1,37 @@
+// What one forward pass computes: a flat list of new tokens from several sequences, each sequence's chunk
+// continuing at an absolute position with the KV pages (block table) that cover it. Plain data: the engine
+// builds it from the scheduler's StepPlan; backends read it and know nothing of requests.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace m3 {
+
+struct SeqChunk {
+  int32_t token_offset = 0;  // first token of this chunk in ForwardBatch::token_ids
+  int32_t num_tokens = 0;
+  int64_t start_pos = 0;  // absolute position of the first token = tokens already in the KV cache
+  std::span<const int32_t> block_table;  // page ids covering positions [0, start_pos + num_tokens)
+  bool want_logits = false;              // return logits of the chunk's last token
+};
+
+struct ForwardBatch {
+  std::vector<int32_t> token_ids;
+  std::vector<SeqChunk> seqs;
+};
+
+struct ForwardOutput {
+  int32_t vocab = 0;
+  std::vector<float> logits;  // [rows, vocab], one row per SeqChunk with want_logits, in batch order
+  // Optional trace (ForwardOptions::trace_hidden): per logits row, the last token's residual stream after the
+  // embedding and after each decoder layer ([num_layers + 1][hidden]).
+  std::vector<std::vector<std::vector<float>>> hidden_trace;
+};
+
+struct ForwardOptions {
+  bool trace_hidden = false;
+};
+
+}  // namespace m3

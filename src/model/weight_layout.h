@@ -1,0 +1,59 @@
+// The tensors a MiniMax-M3 text checkpoint must hold, with their shapes and the alternative names under which
+// each may be stored (the release keeps dense MLPs under mlp.*, transformers' save_pretrained writes them as
+// block_sparse_moe.{gate,up,down}_proj). One list serves every backend's loader and the unexpected-tensor
+// check.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/model_config.h"
+#include "loader/checkpoint.h"
+
+namespace m3 {
+
+enum class WeightRole {
+  kEmbed,
+  kLmHead,
+  kFinalNorm,
+  kInputNorm,
+  kPostNorm,
+  kQ,
+  kK,
+  kV,
+  kO,
+  kQNorm,
+  kKNorm,
+  kIndexQ,
+  kIndexK,
+  kIndexQNorm,
+  kIndexKNorm,
+  kMlpGate,
+  kMlpUp,
+  kMlpDown,
+  kRouter,
+  kRouterBias,
+  kExpertGate,
+  kExpertDown,
+  kExpertUp,
+  kSharedGate,
+  kSharedUp,
+  kSharedDown,
+};
+
+struct WeightSpec {
+  WeightRole role;
+  int layer = -1;                  // -1 for model-level tensors
+  int expert = -1;                 // routed expert index for kExpert*
+  std::vector<std::string> names;  // canonical checkpoint names, preferred first
+  std::vector<int64_t> shape;
+};
+
+std::vector<WeightSpec> weight_layout(const ModelConfig& config);
+
+// For each spec, the name the checkpoint actually uses (error naming the tensor if none is present); then
+// fails on any checkpoint tensor that no spec claims (an MXFP8 scale counts as claimed with its weight).
+std::vector<std::string> resolve_weight_names(const Checkpoint& ckpt, const std::vector<WeightSpec>& specs);
+
+}  // namespace m3

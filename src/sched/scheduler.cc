@@ -1,0 +1,110 @@
+// One scheduling pass per step; see scheduler.h for the policy.
+#include "sched/scheduler.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+
+namespace m3 {
+
+Scheduler::Scheduler(SchedulerOptions options, int num_pages, int page_size)
+    : opt_(options), pool_(num_pages, page_size) {
+  if (opt_.max_num_seqs <= 0) fail(ErrorKind::kInvalidArgument, "--max-num-seqs must be positive");
+  if (opt_.max_num_batched_tokens <= 0)
+    fail(ErrorKind::kInvalidArgument, "--max-num-batched-tokens must be positive");
+}
+
+void Scheduler::add(int64_t id, std::vector<int32_t> prompt) {
+  M3_CHECK(!prompt.empty(), "empty prompt");
+  M3_CHECK(!seqs_.count(id), "duplicate sequence id");
+  SequenceState s;
+  s.id = id;
+  s.num_prompt = static_cast<int32_t>(prompt.size());
+  s.tokens = std::move(prompt);
+  seqs_.emplace(id, std::move(s));
+  waiting_.push_back(id);
+}
+
+const SequenceState& Scheduler::seq(int64_t id) const {
+  auto it = seqs_.find(id);
+  M3_CHECK(it != seqs_.end(), "unknown sequence id");
+  return it->second;
+}
+
+int32_t Scheduler::chunk_size(const SequenceState& s, int32_t budget) const {
+  const int32_t remaining = static_cast<int32_t>(s.tokens.size()) - s.num_computed;
+  if (remaining <= budget) return remaining;
+  // Cut chunks on page boundaries so the next chunk starts on a fresh MSA block.
+  const int32_t end = (s.num_computed + budget) / pool_.page_size() * pool_.page_size();
+  return end > s.num_computed ? end - s.num_computed : budget;
+}
+
+void Scheduler::preempt(int64_t id, StepPlan& plan) {
+  SequenceState& s = seqs_.at(id);
+  pool_.release(s.block_table);
+  s.num_computed = 0;
+  running_.erase(std::find(running_.begin(), running_.end(), id));
+  waiting_.push_front(id);
+  plan.preempted.push_back(id);
+}
+
+StepPlan Scheduler::schedule() {
+  StepPlan plan;
+  int32_t budget = opt_.max_num_batched_tokens;
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    SequenceState& s = seqs_.at(running_[i]);
+    const int32_t n = chunk_size(s, budget);
+    if (n <= 0) {
+      ++i;
+      continue;
+    }
+    // Make room by preempting the newest running sequences; if that is this one, it waits.
+    bool placed = pool_.ensure(s.block_table, s.num_computed + n);
+    while (!placed && running_.back() != s.id) {
+      preempt(running_.back(), plan);
+      placed = pool_.ensure(s.block_table, s.num_computed + n);
+    }
+    if (!placed) {
+      preempt(s.id, plan);
+      break;
+    }
+    plan.chunks.push_back(
+        {s.id, s.num_computed, n, s.num_computed + n == static_cast<int32_t>(s.tokens.size())});
+    budget -= n;
+    ++i;
+  }
+  while (!waiting_.empty() && budget > 0 && running_.size() < static_cast<size_t>(opt_.max_num_seqs)) {
+    SequenceState& s = seqs_.at(waiting_.front());
+    const int32_t n = chunk_size(s, budget);
+    if (!pool_.ensure(s.block_table, s.num_computed + n)) break;  // first come, first served: no overtaking
+    waiting_.pop_front();
+    running_.push_back(s.id);
+    plan.chunks.push_back(
+        {s.id, s.num_computed, n, s.num_computed + n == static_cast<int32_t>(s.tokens.size())});
+    budget -= n;
+  }
+  plan.num_tokens = opt_.max_num_batched_tokens - budget;
+  return plan;
+}
+
+void Scheduler::commit(const StepPlan& plan) {
+  for (const ScheduledChunk& c : plan.chunks) {
+    auto it = seqs_.find(c.seq_id);
+    if (it != seqs_.end()) it->second.num_computed = c.start_pos + c.num_tokens;
+  }
+}
+
+void Scheduler::append_token(int64_t id, int32_t token) {
+  seqs_.at(id).tokens.push_back(token);
+}
+
+void Scheduler::finish(int64_t id) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return;
+  pool_.release(it->second.block_table);
+  running_.erase(std::remove(running_.begin(), running_.end(), id), running_.end());
+  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), id), waiting_.end());
+  seqs_.erase(it);
+}
+
+}  // namespace m3

@@ -1,0 +1,62 @@
+// Continuous batching scheduler: running sequences first (decode tokens and unfinished prefills), then
+// waiting ones in arrival order, under a token budget per step (max_num_batched_tokens) and a cap on running
+// sequences (max_num_seqs). Prefill is chunked; a chunk cut by the budget ends on a page (MSA block)
+// boundary. When pages run out, the most recently admitted running sequence is preempted by recompute: its
+// pages are freed and it returns to the front of the queue with its tokens kept. Deterministic; no CUDA, no
+// I/O.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <vector>
+
+#include "kv/block_pool.h"
+#include "sched/step_plan.h"
+
+namespace m3 {
+
+struct SchedulerOptions {
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 8192;
+};
+
+struct SequenceState {
+  int64_t id = 0;
+  std::vector<int32_t> tokens;  // prompt then generated tokens
+  int32_t num_prompt = 0;
+  int32_t num_computed = 0;  // tokens whose KV is in the cache
+  std::vector<int32_t> block_table;
+};
+
+class Scheduler {
+ public:
+  Scheduler(SchedulerOptions options, int num_pages, int page_size);
+
+  // Queues a sequence; the caller guarantees prompt + max new tokens fit one sequence's page budget.
+  void add(int64_t id, std::vector<int32_t> prompt);
+  StepPlan schedule();
+  // After the forward pass: marks the planned tokens computed.
+  void commit(const StepPlan& plan);
+  void append_token(int64_t id, int32_t token);
+  void finish(int64_t id);  // frees the sequence's pages (finished or aborted), whether waiting or running
+
+  const SequenceState& seq(int64_t id) const;
+  bool has_work() const { return !waiting_.empty() || !running_.empty(); }
+  size_t num_waiting() const { return waiting_.size(); }
+  size_t num_running() const { return running_.size(); }
+  const BlockPool& pool() const { return pool_; }
+
+ private:
+  int32_t chunk_size(const SequenceState& s, int32_t budget) const;
+  void preempt(int64_t id, StepPlan& plan);
+
+  SchedulerOptions opt_;
+  BlockPool pool_;
+  std::map<int64_t, SequenceState> seqs_;
+  std::deque<int64_t> waiting_;
+  std::vector<int64_t> running_;  // admission order
+};
+
+}  // namespace m3
