@@ -24,7 +24,8 @@ void norm_and_rope(float* x, int heads, int dim, const float* norm_w, float eps,
 
 }  // namespace
 
-void CpuModel::attention_block(int l, const float* a, const std::vector<TokenMeta>& tokens, float* out) {
+void CpuModel::attention_block(int l, const float* a, const std::vector<TokenMeta>& tokens, float* out,
+                               std::vector<BlockSelection>* msa_trace) {
   const ModelConfig& c = config_;
   const CpuLayerWeights& L = w_.layers[l];
   const int64_t T = static_cast<int64_t>(tokens.size()), H = c.hidden_size;
@@ -63,15 +64,15 @@ void CpuModel::attention_block(int l, const float* a, const std::vector<TokenMet
   std::vector<float> attn(T * Hq * D);
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t t = 0; t < T; ++t) {
-    std::vector<std::vector<int32_t>> selection;
+    BlockSelection selection;
     if (sparse) sparse_select(l, &iq[t * Hi * Di], tokens[t], &selection);
     attend(l, &q[t * Hq * D], tokens[t], sparse ? &selection : nullptr, &attn[t * Hq * D]);
+    if (sparse && msa_trace) (*msa_trace)[t] = std::move(selection);
   }
   cpu::matmul(attn.data(), T, Hq * D, L.o.data(), H, out);
 }
 
-void CpuModel::sparse_select(int l, const float* index_q, const TokenMeta& tok,
-                             std::vector<std::vector<int32_t>>* selection) {
+void CpuModel::sparse_select(int l, const float* index_q, const TokenMeta& tok, BlockSelection* selection) {
   const MsaConfig& msa = config_.msa;
   const int Di = msa.index_head_dim, B = kv_.page_size();
   const int64_t pos = tok.pos, query_block = pos / B;

@@ -45,7 +45,8 @@ class CpuModel : public ModelBackend {
     int64_t pos;
     const SeqChunk* seq;
   };
-  void attention_block(int layer, const float* normed, const std::vector<TokenMeta>& tokens, float* out);
+  void attention_block(int layer, const float* normed, const std::vector<TokenMeta>& tokens, float* out,
+                       std::vector<BlockSelection>* msa_trace);
   void sparse_select(int layer, const float* index_q, const TokenMeta& tok,
                      std::vector<std::vector<int32_t>>* sel);
   void attend(int layer, const float* q, const TokenMeta& tok, const std::vector<std::vector<int32_t>>* sel,

@@ -22,16 +22,22 @@ struct ForwardBatch {
   std::vector<SeqChunk> seqs;
 };
 
+// Blocks one token attends in one MSA layer: [kv group] -> ascending block ids.
+using BlockSelection = std::vector<std::vector<int32_t>>;
+
 struct ForwardOutput {
   int32_t vocab = 0;
   std::vector<float> logits;  // [rows, vocab], one row per SeqChunk with want_logits, in batch order
   // Optional trace (ForwardOptions::trace_hidden): per logits row, the last token's residual stream after the
   // embedding and after each decoder layer ([num_layers + 1][hidden]).
   std::vector<std::vector<std::vector<float>>> hidden_trace;
+  // Optional trace (ForwardOptions::trace_msa): [layer][token of the batch] -> selection (empty for dense layers).
+  std::vector<std::vector<BlockSelection>> msa_trace;
 };
 
 struct ForwardOptions {
   bool trace_hidden = false;
+  bool trace_msa = false;
 };
 
 }  // namespace m3

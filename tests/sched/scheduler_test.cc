@@ -1,0 +1,112 @@
+// Scheduler policy: token budget, sequence cap, block-aligned prefill chunks, decode-first ordering,
+// preemption by recompute when pages run out, and pages returned on finish.
+#include <gtest/gtest.h>
+
+#include "sched/scheduler.h"
+
+namespace m3 {
+namespace {
+
+std::vector<int32_t> tokens(int n) {
+  return std::vector<int32_t>(n, 7);
+}
+
+// Runs a full step: commit and append one token for every sampling chunk.
+StepPlan step(Scheduler& s) {
+  StepPlan p = s.schedule();
+  s.commit(p);
+  for (const auto& c : p.chunks)
+    if (c.samples) s.append_token(c.seq_id, 1);
+  return p;
+}
+
+TEST(Scheduler, ChunkedPrefillAlignedToPages) {
+  Scheduler s({8, 300}, 100, 128);
+  s.add(1, tokens(1000));
+  StepPlan p = s.schedule();
+  ASSERT_EQ(p.chunks.size(), 1u);
+  EXPECT_EQ(p.chunks[0].num_tokens, 256) << "300-token budget cut back to a 128 boundary";
+  EXPECT_FALSE(p.chunks[0].samples);
+  s.commit(p);
+  p = s.schedule();
+  EXPECT_EQ(p.chunks[0].start_pos, 256);
+  EXPECT_EQ(p.chunks[0].num_tokens, 256);
+  s.commit(p);
+  p = s.schedule();
+  s.commit(p);
+  p = s.schedule();
+  EXPECT_EQ(p.chunks[0].start_pos, 768);
+  EXPECT_EQ(p.chunks[0].num_tokens, 232);
+  EXPECT_TRUE(p.chunks[0].samples);
+}
+
+TEST(Scheduler, BudgetAndSequenceCap) {
+  Scheduler s({2, 100}, 100, 16);
+  s.add(1, tokens(30));
+  s.add(2, tokens(30));
+  s.add(3, tokens(30));
+  StepPlan p = step(s);
+  EXPECT_EQ(p.chunks.size(), 2u) << "max_num_seqs = 2";
+  EXPECT_LE(p.num_tokens, 100);
+  EXPECT_EQ(s.num_waiting(), 1u);
+  p = step(s);  // two decodes
+  ASSERT_EQ(p.chunks.size(), 2u);
+  EXPECT_EQ(p.chunks[0].num_tokens, 1);
+  EXPECT_TRUE(p.chunks[0].samples);
+  s.finish(1);
+  p = step(s);
+  ASSERT_EQ(p.chunks.size(), 2u) << "a finished sequence makes room for the waiting one";
+  EXPECT_EQ(p.chunks[0].seq_id, 2);
+  EXPECT_EQ(p.chunks[1].seq_id, 3);
+  EXPECT_EQ(p.chunks[1].num_tokens, 30);
+}
+
+TEST(Scheduler, DecodesRunBeforeNewPrefills) {
+  Scheduler s({8, 40}, 100, 16);
+  s.add(1, tokens(10));
+  step(s);
+  s.add(2, tokens(100));
+  StepPlan p = s.schedule();
+  ASSERT_EQ(p.chunks.size(), 2u);
+  EXPECT_EQ(p.chunks[0].seq_id, 1);
+  EXPECT_EQ(p.chunks[0].num_tokens, 1);
+  EXPECT_EQ(p.chunks[1].seq_id, 2);
+  EXPECT_EQ(p.chunks[1].num_tokens, 32) << "39 left in the budget, cut to a 16 boundary";
+}
+
+TEST(Scheduler, PreemptsTheNewestWhenPagesRunOut) {
+  Scheduler s({8, 1000}, 4, 16);  // 64 tokens of KV in total
+  s.add(1, tokens(32));
+  s.add(2, tokens(32));
+  step(s);  // both prefilled: 2 pages each, pool empty, both sampled a token (33 tokens each)
+  EXPECT_EQ(s.pool().num_free(), 0);
+  StepPlan p = step(s);  // seq 1 needs a 3rd page for position 32: seq 2 is preempted
+  ASSERT_EQ(p.preempted, (std::vector<int64_t>{2}));
+  ASSERT_EQ(p.chunks.size(), 1u);
+  EXPECT_EQ(p.chunks[0].seq_id, 1);
+  EXPECT_EQ(s.seq(2).num_computed, 0);
+  EXPECT_EQ(s.seq(2).tokens.size(), 33u) << "recompute keeps the generated tokens";
+  s.finish(1);
+  EXPECT_EQ(s.pool().num_free(), 4);
+  p = s.schedule();
+  ASSERT_EQ(p.chunks.size(), 1u);
+  EXPECT_EQ(p.chunks[0].seq_id, 2);
+  EXPECT_EQ(p.chunks[0].num_tokens, 33) << "prompt and generated token recomputed together";
+  EXPECT_TRUE(p.chunks[0].samples);
+}
+
+TEST(Scheduler, FinishFreesWaitingAndRunning) {
+  Scheduler s({8, 1000}, 8, 16);
+  s.add(1, tokens(20));
+  s.add(2, tokens(20));
+  step(s);
+  s.add(3, tokens(5));
+  s.finish(3);
+  s.finish(1);
+  s.finish(2);
+  EXPECT_FALSE(s.has_work());
+  EXPECT_EQ(s.pool().num_free(), 8);
+}
+
+}  // namespace
+}  // namespace m3

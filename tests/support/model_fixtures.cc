@@ -1,0 +1,90 @@
+// Fixture loading and the hand-driven runner.
+#include "support/model_fixtures.h"
+
+#include <cmath>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace m3::testing {
+
+std::string fixture_model_dir(const std::string& name) {
+  return "tests/fixtures/models/" + name;
+}
+
+std::vector<GoldenPrompt> load_golden(const std::string& name) {
+  std::ifstream in("tests/fixtures/goldens/" + name + ".json");
+  EXPECT_TRUE(in.good()) << "missing golden " << name;
+  nlohmann::json j = nlohmann::json::parse(in);
+  std::vector<GoldenPrompt> out;
+  for (const auto& p : j["prompts"]) {
+    GoldenPrompt g;
+    g.prompt = p["prompt_token_ids"].get<std::vector<int32_t>>();
+    g.max_tokens = p["max_tokens"].get<int>();
+    g.output = p["output_token_ids"].get<std::vector<int32_t>>();
+    for (const auto& s : p["steps"])
+      g.steps.push_back({s["top_ids"].get<std::vector<int32_t>>(), s["top_logits"].get<std::vector<float>>(),
+                         s["margin"].get<float>()});
+    g.prefill_last_logits = p["prefill_last_logits"].get<std::vector<float>>();
+    if (p.contains("hidden_last")) g.hidden_last = p["hidden_last"].get<std::vector<std::vector<float>>>();
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+std::unique_ptr<ModelBackend> load_fixture(const std::string& name, int num_pages) {
+  BackendOptions o;
+  o.device = "cpu";
+  o.num_kv_pages = num_pages;
+  return load_backend(fixture_model_dir(name), o);
+}
+
+double rel_error(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
+int SequenceRunner::add_sequence() {
+  seqs_.emplace_back();
+  return static_cast<int>(seqs_.size()) - 1;
+}
+
+std::vector<std::vector<float>> SequenceRunner::step(
+    const std::vector<std::pair<int, std::vector<int32_t>>>& work, const ForwardOptions& options,
+    ForwardOutput* raw) {
+  const int page = model_.page_size();
+  ForwardBatch batch;
+  for (const auto& [id, tokens] : work) {
+    Seq& s = seqs_.at(id);
+    while (static_cast<int64_t>(s.pages.size()) * page < s.len + static_cast<int64_t>(tokens.size())) {
+      EXPECT_LT(next_page_, model_.num_kv_pages()) << "test ran out of KV pages";
+      s.pages.push_back(next_page_++);
+    }
+  }
+  for (const auto& [id, tokens] : work) {
+    Seq& s = seqs_.at(id);
+    SeqChunk c;
+    c.token_offset = static_cast<int32_t>(batch.token_ids.size());
+    c.num_tokens = static_cast<int32_t>(tokens.size());
+    c.start_pos = s.len;
+    c.block_table = s.pages;
+    c.want_logits = true;
+    batch.token_ids.insert(batch.token_ids.end(), tokens.begin(), tokens.end());
+    batch.seqs.push_back(c);
+    s.len += static_cast<int64_t>(tokens.size());
+  }
+  ForwardOutput out = model_.forward(batch, options);
+  std::vector<std::vector<float>> rows;
+  for (size_t r = 0; r < work.size(); ++r)
+    rows.emplace_back(out.logits.begin() + r * out.vocab, out.logits.begin() + (r + 1) * out.vocab);
+  if (raw) *raw = std::move(out);
+  return rows;
+}
+
+}  // namespace m3::testing

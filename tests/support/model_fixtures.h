@@ -1,0 +1,61 @@
+// Test support: the golden fixtures written by tools/goldens/make_goldens.py (tiny random checkpoints plus
+// transformers outputs), and SequenceRunner, which drives a backend directly with hand-managed KV pages so
+// tests can choose any batching and chunking.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/backend.h"
+
+namespace m3::testing {
+
+inline const char* kFixtureNames[] = {"m3-tiny-msa", "m3-tiny-hf-sharded", "m3-tiny-text-sharded",
+                                      "m3-tiny-mxfp8", "m3-tiny-block128"};
+
+std::string fixture_model_dir(const std::string& name);
+
+struct GoldenStep {
+  std::vector<int32_t> top_ids;
+  std::vector<float> top_logits;
+  float margin = 0;  // reference top-1 minus top-2 logit
+};
+
+struct GoldenPrompt {
+  std::vector<int32_t> prompt;
+  int max_tokens = 0;
+  std::vector<int32_t> output;  // reference greedy ids
+  std::vector<GoldenStep> steps;
+  std::vector<float> prefill_last_logits;
+  std::vector<std::vector<float>> hidden_last;  // after embedding and each layer (may be empty)
+};
+
+std::vector<GoldenPrompt> load_golden(const std::string& name);
+
+std::unique_ptr<ModelBackend> load_fixture(const std::string& name, int num_pages = 256);
+
+// ||a - b|| / ||b||
+double rel_error(const std::vector<float>& a, const std::vector<float>& b);
+
+class SequenceRunner {
+ public:
+  explicit SequenceRunner(ModelBackend& model) : model_(model) {}
+  int add_sequence();
+  // One forward pass appending each listed sequence's tokens; returns the last-token logits of each, in
+  // order.
+  std::vector<std::vector<float>> step(const std::vector<std::pair<int, std::vector<int32_t>>>& work,
+                                       const ForwardOptions& options = {}, ForwardOutput* raw = nullptr);
+
+ private:
+  struct Seq {
+    std::vector<int32_t> pages;
+    int64_t len = 0;
+  };
+  ModelBackend& model_;
+  std::vector<Seq> seqs_;
+  int32_t next_page_ = 0;
+};
+
+}  // namespace m3::testing
