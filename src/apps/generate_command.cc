@@ -20,7 +20,7 @@ namespace m3 {
 namespace {
 
 struct GenerateArgs {
-  std::string model, device = "cpu", input = "-", output = "-";
+  std::string model, device = "auto", input = "-", output = "-";
   int max_num_seqs = 256, max_num_batched_tokens = 8192, num_kv_pages = 0;
   int64_t max_model_len = 0;
   double kv_cache_gb = 4.0;
@@ -85,7 +85,7 @@ int run(const GenerateArgs& a) {
   }
   ModelConfig config = load_model_config(a.model);
   BackendOptions bo;
-  bo.device = a.device;
+  bo.device = resolve_device(a.device);
   bo.num_kv_pages = kv_pages_needed(config, lines, a);
   auto t0 = std::chrono::steady_clock::now();
   Engine engine(load_backend(a.model, bo), {a.max_num_seqs, a.max_num_batched_tokens, a.max_model_len});
@@ -146,7 +146,8 @@ void register_generate_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand("generate", "Offline batched generation from a JSONL file of requests");
   cmd->add_option("--model,model", args->model, "Model directory (config.json + safetensors)")->required();
-  cmd->add_option("--device", args->device, "Backend: cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--device", args->device, "Backend: auto | cpu | cuda (auto: cuda when a GPU is present)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option(
       "--input", args->input,
       "JSONL requests ('-' = stdin): {\"prompt_token_ids\": [...], \"max_tokens\", \"temperature\", "

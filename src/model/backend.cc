@@ -2,10 +2,40 @@
 #include "model/backend.h"
 
 #include "common/error.h"
+#include "common/log.h"
 #include "loader/checkpoint.h"
 #include "model/cpu_model.h"
+#ifdef M3_HAVE_CUDA
+#include "kernels/device_info.h"
+#endif
 
 namespace m3 {
+namespace {
+
+std::string cuda_devices_summary() {
+#ifdef M3_HAVE_CUDA
+  auto devices = cuda::list_devices();
+  if (devices.empty()) return "no usable CUDA device (" + cuda::no_device_reason() + ")";
+  std::string s = std::to_string(devices.size()) + " CUDA device(s):";
+  for (const auto& d : devices)
+    s += " [" + std::to_string(d.index) + "] " + d.name + " sm_" + std::to_string(d.major * 10 + d.minor);
+  return s;
+#else
+  return "this binary was built without CUDA (no nvcc at build time)";
+#endif
+}
+
+}  // namespace
+
+std::string resolve_device(const std::string& requested) {
+  if (requested == "cpu" || requested == "cuda") return requested;
+  if (requested != "auto")
+    fail(ErrorKind::kInvalidArgument, "--device '" + requested + "' is not one of auto, cpu, cuda");
+  // The CUDA backend is not part of this build yet, so auto always means cpu for now.
+  log_info("--device auto: using cpu (", cuda_devices_summary(),
+           "; the CUDA backend is not implemented yet)");
+  return "cpu";
+}
 
 std::unique_ptr<ModelBackend> load_backend(const std::string& model_dir, const BackendOptions& options) {
   ModelConfig config = load_model_config(model_dir);

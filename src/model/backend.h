@@ -25,6 +25,9 @@ struct BackendOptions {
   int num_kv_pages = 0;        // KV pages to allocate (page = config.msa.block_size tokens)
 };
 
+// Maps --device (auto | cpu | cuda) to a backend name; auto picks cuda when it is built and a GPU is present.
+std::string resolve_device(const std::string& requested);
+
 // Loads the checkpoint in `model_dir` onto the requested device. Errors name the file / tensor / flag.
 std::unique_ptr<ModelBackend> load_backend(const std::string& model_dir, const BackendOptions& options);
 
