@@ -13,6 +13,8 @@ const char* error_kind_name(ErrorKind kind) {
       return "corrupt data";
     case ErrorKind::kUnsupported:
       return "unsupported";
+    case ErrorKind::kUnavailable:
+      return "unavailable";
     case ErrorKind::kResourceExhausted:
       return "resource exhausted";
     case ErrorKind::kInternal:

@@ -12,7 +12,8 @@ enum class ErrorKind {
   kNotFound,         // a file, tensor or model that was asked for does not exist
   kCorruptData,      // a file exists but its contents are malformed (safetensors header, config.json)
   kUnsupported,  // valid input that this build cannot honour (an unknown activation, TP > 1 before it lands)
-  kResourceExhausted,
+  kResourceExhausted,  // a limit was hit (queue full, body too large): retry later -> 429 / 413
+  kUnavailable,        // the server cannot take work now (loading, draining) -> 503
   kInternal,
 };
 

@@ -35,7 +35,7 @@ Engine::Engine(std::unique_ptr<ModelBackend> backend, EngineOptions options)
   max_model_len_ = std::min(max_model_len_, pool_tokens);
 }
 
-int64_t Engine::add(Request r) {
+void Engine::validate(const Request& r) const {
   const ModelConfig& c = backend_->config();
   if (r.prompt.empty()) fail(ErrorKind::kInvalidArgument, "prompt is empty");
   for (int32_t t : r.prompt)
@@ -56,17 +56,51 @@ int64_t Engine::add(Request r) {
   if (!(s.top_p > 0 && s.top_p <= 1)) fail(ErrorKind::kInvalidArgument, "top_p must be in (0, 1]");
   if (!(s.min_p >= 0 && s.min_p <= 1)) fail(ErrorKind::kInvalidArgument, "min_p must be in [0, 1]");
   if (s.top_k < -1) fail(ErrorKind::kInvalidArgument, "top_k must be -1, 0 (off) or positive");
+  if (!(s.repetition_penalty > 0) || !std::isfinite(s.repetition_penalty))
+    fail(ErrorKind::kInvalidArgument, "repetition_penalty must be > 0");
+  if (!(s.presence_penalty >= -2 && s.presence_penalty <= 2))
+    fail(ErrorKind::kInvalidArgument, "presence_penalty must be in [-2, 2]");
+  if (!(s.frequency_penalty >= -2 && s.frequency_penalty <= 2))
+    fail(ErrorKind::kInvalidArgument, "frequency_penalty must be in [-2, 2]");
+  for (const auto& [id, bias] : s.logit_bias) {
+    if (id < 0 || id >= c.vocab_size)
+      fail(ErrorKind::kInvalidArgument,
+           "logit_bias token id " + std::to_string(id) + " is outside the vocabulary");
+    if (!(bias >= -100 && bias <= 100))
+      fail(ErrorKind::kInvalidArgument, "logit_bias values must be in [-100, 100]");
+  }
+  if (r.min_tokens < 0 || r.min_tokens > r.max_tokens)
+    fail(ErrorKind::kInvalidArgument, "min_tokens must be in [0, max_tokens]");
+}
 
+int64_t Engine::add(Request r) {
+  validate(r);
   const int64_t id = next_id_++;
   std::mt19937_64 rng(r.seed ? *r.seed : std::random_device{}() ^ (static_cast<uint64_t>(id) << 32));
   sched_.add(id, r.prompt);
-  active_.emplace(id, Active{std::move(r), rng, 0});
+  PenaltyState penalties;
+  if (r.sampling.repetition_penalty != 1.0f) {
+    penalties.prompt_tokens = r.prompt;
+    std::sort(penalties.prompt_tokens.begin(), penalties.prompt_tokens.end());
+    penalties.prompt_tokens.erase(std::unique(penalties.prompt_tokens.begin(), penalties.prompt_tokens.end()),
+                                  penalties.prompt_tokens.end());
+  }
+  active_.emplace(id, Active{std::move(r), rng, 0, std::move(penalties)});
   return id;
 }
 
 void Engine::abort(int64_t id) {
   sched_.finish(id);
   active_.erase(id);
+}
+
+EngineStats Engine::stats() const {
+  EngineStats s = counters_;
+  s.running = sched_.num_running();
+  s.waiting = sched_.num_waiting();
+  s.kv_pages_total = sched_.pool().num_pages();
+  s.kv_pages_free = sched_.pool().num_free();
+  return s;
 }
 
 FinishReason Engine::check_stop(const Active& a, int32_t token) const {
@@ -81,10 +115,32 @@ FinishReason Engine::check_stop(const Active& a, int32_t token) const {
   return FinishReason::kNone;
 }
 
+int32_t Engine::sample(Active& a, float* logits, int32_t vocab, std::optional<TokenLogprobs>* logprobs) {
+  const Request& r = a.req;
+  std::vector<int32_t> banned;
+  if (a.generated < r.min_tokens) {
+    banned = r.stop_token_ids;
+    if (!r.ignore_eos)
+      banned.insert(banned.end(), config().eos_token_ids.begin(), config().eos_token_ids.end());
+  }
+  const bool adjust = needs_adjustment(r.sampling) || !banned.empty();
+  // Logprobs are reported from the raw model logits, so keep them when the sampler is about to edit the row.
+  std::vector<float> raw;
+  if (r.sampling.logprobs >= 0 && adjust) raw.assign(logits, logits + vocab);
+  if (adjust) adjust_logits({logits, static_cast<size_t>(vocab)}, r.sampling, a.penalties, banned);
+  const int32_t token = sample_token(logits, vocab, r.sampling, a.rng);
+  if (r.sampling.logprobs >= 0)
+    *logprobs = compute_logprobs(raw.empty() ? logits : raw.data(), vocab, token, r.sampling.logprobs);
+  ++a.penalties.output_counts[token];
+  return token;
+}
+
 std::vector<TokenEvent> Engine::step() {
   StepPlan plan = sched_.schedule();
   std::vector<TokenEvent> events;
+  counters_.preemptions += static_cast<int64_t>(plan.preempted.size());
   if (plan.empty()) return events;
+  ++counters_.steps;
 
   ForwardBatch batch;
   std::vector<int64_t> sampled_ids;
@@ -103,14 +159,25 @@ std::vector<TokenEvent> Engine::step() {
   }
   ForwardOutput out = backend_->forward(batch);
   sched_.commit(plan);
+  for (const ScheduledChunk& c : plan.chunks)
+    if (sched_.seq(c.seq_id).num_prompt > c.start_pos)
+      counters_.prompt_tokens += std::min(c.num_tokens, sched_.seq(c.seq_id).num_prompt - c.start_pos);
 
   for (size_t row = 0; row < sampled_ids.size(); ++row) {
     const int64_t id = sampled_ids[row];
     Active& a = active_.at(id);
-    int32_t token = sample_token(out.logits.data() + row * out.vocab, out.vocab, a.req.sampling, a.rng);
+    std::optional<TokenLogprobs> logprobs;
+    int32_t token = sample(a, out.logits.data() + row * out.vocab, out.vocab, &logprobs);
     ++a.generated;
+    ++counters_.generated_tokens;
     FinishReason fr = check_stop(a, token);
-    events.push_back({id, token, fr});
+    TokenEvent ev;
+    ev.request_id = id;
+    ev.token = token;
+    ev.finish = fr;
+    if (fr == FinishReason::kStop) ev.stop_token = token;
+    ev.logprobs = std::move(logprobs);
+    events.push_back(std::move(ev));
     if (fr != FinishReason::kNone) {
       sched_.finish(id);
       active_.erase(id);

@@ -26,6 +26,7 @@ struct EngineOptions {
 struct Request {
   std::vector<int32_t> prompt;
   int max_tokens = 16;
+  int min_tokens = 0;  // EOS and stop_token_ids are masked until this many tokens are generated
   SamplingParams sampling;
   std::optional<uint64_t> seed;
   bool ignore_eos = false;
@@ -36,9 +37,20 @@ enum class FinishReason { kNone, kStop, kLength, kAbort };
 const char* finish_reason_name(FinishReason r);
 
 struct TokenEvent {
-  int64_t request_id;
-  int32_t token;
+  int64_t request_id = 0;
+  int32_t token = -1;                         // -1 on an abort event, which carries no token
   FinishReason finish = FinishReason::kNone;  // set on the request's last event
+  int32_t stop_token = -1;                    // the stop token id / EOS that finished it (finish == kStop)
+  std::optional<TokenLogprobs> logprobs;      // when the request asked for logprobs
+};
+
+struct EngineStats {
+  size_t running = 0, waiting = 0;
+  int kv_pages_total = 0, kv_pages_free = 0;
+  int64_t prompt_tokens = 0;  // prompt tokens computed (recomputation after preemption included)
+  int64_t generated_tokens = 0;
+  int64_t preemptions = 0;
+  int64_t steps = 0;
 };
 
 class Engine {
@@ -48,19 +60,24 @@ class Engine {
   const ModelConfig& config() const { return backend_->config(); }
   int64_t max_model_len() const { return max_model_len_; }
 
-  // Validates and queues a request; throws m3::Error(kInvalidArgument) naming the bad field.
+  // Throws m3::Error(kInvalidArgument) naming the bad field. Thread-safe (reads immutable state only).
+  void validate(const Request& request) const;
+  // Validates and queues a request.
   int64_t add(Request request);
   void abort(int64_t request_id);
   bool has_work() const { return sched_.has_work(); }
   // Runs one step and returns the tokens it produced (at most one per running request).
   std::vector<TokenEvent> step();
+  EngineStats stats() const;
 
  private:
   struct Active {
     Request req;
     std::mt19937_64 rng;
     int generated = 0;
+    PenaltyState penalties;
   };
+  int32_t sample(Active& a, float* logits, int32_t vocab, std::optional<TokenLogprobs>* logprobs);
   FinishReason check_stop(const Active& a, int32_t token) const;
 
   std::unique_ptr<ModelBackend> backend_;
@@ -69,6 +86,7 @@ class Engine {
   Scheduler sched_;
   std::map<int64_t, Active> active_;
   int64_t next_id_ = 0;
+  EngineStats counters_;
 };
 
 }  // namespace m3

@@ -105,3 +105,35 @@ TEST(Engine, SmallPoolPreemptsAndStillMatchesReference) {
 
 }  // namespace
 }  // namespace m3::testing
+
+namespace m3::testing {
+namespace {
+
+TEST(Engine, MinTokensMasksStopTokensAndLogprobsAreReported) {
+  Engine e(load_fixture("m3-tiny-msa"), {});
+  auto golden = load_golden("m3-tiny-msa");
+  Request r;
+  r.prompt = golden[3].prompt;
+  r.max_tokens = 6;
+  r.min_tokens = 4;
+  r.sampling.temperature = 0;
+  r.ignore_eos = true;
+  r.stop_token_ids = {golden[3].output[0]};  // would stop at once without min_tokens
+  r.sampling.logprobs = 3;
+  e.add(r);
+  std::vector<TokenEvent> events;
+  while (e.has_work())
+    for (TokenEvent& ev : e.step()) events.push_back(std::move(ev));
+  ASSERT_GE(events.size(), 4u);
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_NE(events[i].token, golden[3].output[0]) << "banned before min_tokens";
+  for (const TokenEvent& ev : events) {
+    ASSERT_TRUE(ev.logprobs.has_value());
+    EXPECT_EQ(ev.logprobs->top.size(), 3u);
+    EXPECT_LE(ev.logprobs->logprob, 0.0f);
+    EXPECT_GE(ev.logprobs->top[0].second, ev.logprobs->top[2].second);
+  }
+}
+
+}  // namespace
+}  // namespace m3::testing

@@ -70,3 +70,38 @@ TEST(Sampler, SameSeedSameTokens) {
 
 }  // namespace
 }  // namespace m3
+
+namespace m3 {
+namespace {
+
+TEST(SamplerAdjust, PenaltiesBiasAndBans) {
+  std::vector<float> l = {2.0f, -2.0f, 1.0f, 0.5f};
+  SamplingParams p;
+  p.repetition_penalty = 2.0f;
+  p.presence_penalty = 0.5f;
+  p.frequency_penalty = 0.25f;
+  p.logit_bias = {{3, 10.0f}};
+  PenaltyState st;
+  st.prompt_tokens = {0, 1};
+  st.output_counts = {{2, 2}};
+  std::vector<int32_t> banned = {3};
+  adjust_logits(l, p, st, banned);
+  EXPECT_FLOAT_EQ(l[0], 1.0f);                // prompt token, positive: divided
+  EXPECT_FLOAT_EQ(l[1], -4.0f);               // prompt token, negative: multiplied
+  EXPECT_FLOAT_EQ(l[2], 0.5f - 0.5f - 0.5f);  // generated twice: /2, presence 0.5, frequency 2 x 0.25
+  EXPECT_TRUE(std::isinf(l[3]) && l[3] < 0);  // banned even with a bias
+}
+
+TEST(SamplerLogprobs, AreLogSoftmaxOfTheRawLogits) {
+  std::vector<float> l = {1.0f, 2.0f, 3.0f};
+  TokenLogprobs lp = compute_logprobs(l.data(), 3, 0, 2);
+  const double z = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
+  EXPECT_NEAR(lp.logprob, 1.0 - z, 1e-6);
+  ASSERT_EQ(lp.top.size(), 2u);
+  EXPECT_EQ(lp.top[0].first, 2);
+  EXPECT_NEAR(lp.top[0].second, 3.0 - z, 1e-6);
+  EXPECT_EQ(lp.top[1].first, 1);
+}
+
+}  // namespace
+}  // namespace m3
