@@ -4,11 +4,14 @@ BUILD ?= build
 FUZZ_BUILD ?= $(BUILD)-fuzz
 JOBS ?= $(shell nproc)
 CUDA ?= $(shell command -v nvcc >/dev/null 2>&1 || test -x /usr/local/cuda/bin/nvcc && echo 1 || echo 0)
-MODEL ?= tests/fixtures/models/m3-tiny-msa
+TINY_MODEL := $(BUILD)/tiny-m3
+MODEL ?= $(TINY_MODEL)
+PORT ?= 8000
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 APT_PACKAGES := build-essential cmake ninja-build pkg-config git clang libclang-rt-14-dev \
-  nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libyaml-cpp-dev libgtest-dev libgmock-dev
+  nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libyaml-cpp-dev libgtest-dev libgmock-dev \
+  libcpp-httplib-dev nodejs npm
 
 ifeq ($(CUDA),1)
   NVCC := $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
@@ -17,7 +20,7 @@ else
   CUDA_FLAGS := -DM3_CUDA=OFF
 endif
 
-.PHONY: deps build test fuzz-smoke serve generate clean format
+.PHONY: deps build test fuzz-smoke serve tiny-model clean format
 
 deps:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -39,8 +42,16 @@ fuzz-smoke:
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
 	cd $(FUZZ_BUILD) && ctest --output-on-failure -L fuzz-smoke
 
-serve: deps build
-	$(BUILD)/m3 serve $(MODEL) $(ARGS)
+# The bundled demo model: random weights at tiny widths with the real MiniMax-M3 tokenizer and chat template
+# (52 MB, so it is generated at build time rather than committed).
+$(TINY_MODEL)/config.json: $(BUILD)/m3
+	$(BUILD)/m3 make-random-model --preset tiny --out $(TINY_MODEL) --tokenizer-from tests/fixtures/minimax-m3
+
+tiny-model: build $(TINY_MODEL)/config.json
+
+serve: deps build tiny-model
+	$(BUILD)/m3 serve $(MODEL) --port $(PORT) --served-model-name minimax-m3 --block-size 128 \
+	  --reasoning-parser minimax_m3 --tool-call-parser minimax_m3 --enable-auto-tool-choice $(ARGS)
 
 clean:
 	rm -rf $(BUILD) $(FUZZ_BUILD)

@@ -57,11 +57,7 @@ std::vector<Line> read_lines(std::istream& in, const GenerationDefaults& default
 int kv_pages_needed(const ModelConfig& c, const std::vector<Line>& lines, const GenerateArgs& a) {
   if (a.num_kv_pages > 0) return a.num_kv_pages;
   const int64_t page = c.msa.block_size;
-  size_t bytes_per_page = 0;
-  for (int l = 0; l < c.num_layers; ++l)
-    bytes_per_page +=
-        page * (2 * c.kv_size() + (c.sparse_attention[l] ? c.msa.index_head_dim : 0)) * sizeof(float);
-  const int64_t budget = static_cast<int64_t>(a.kv_cache_gb * (1ull << 30) / bytes_per_page);
+  const int64_t budget = static_cast<int64_t>(a.kv_cache_gb * (1ull << 30) / cpu_kv_bytes_per_page(c));
   int64_t total = 0, largest = 1;
   for (const Line& l : lines)
     if (l.request) {

@@ -5,6 +5,8 @@
 #include <CLI/CLI.hpp>
 
 #include "apps/generate_command.h"
+#include "apps/random_model_command.h"
+#include "apps/serve_command.h"
 #include "common/error.h"
 #include "common/log.h"
 
@@ -16,6 +18,8 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "debug | info | warn | error | off")->envname("M3_LOG_LEVEL");
   int exit_code = 0;
   m3::register_generate_command(app, exit_code);
+  m3::register_serve_command(app, exit_code);
+  m3::register_random_model_command(app, exit_code);
   app.parse_complete_callback([&] { m3::set_log_level(m3::parse_log_level(log_level)); });
   try {
     app.parse(argc, argv);

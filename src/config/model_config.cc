@@ -330,6 +330,59 @@ ModelConfig parse_model_config(const json& config, const std::string& source) {
   return c;
 }
 
+nlohmann::json released_config_json(const ModelConfig& c) {
+  std::vector<int> attn, ffn;
+  for (int l = 0; l < c.num_layers; ++l) {
+    attn.push_back(c.sparse_attention[l] ? 1 : 0);
+    ffn.push_back(c.moe[l] ? 1 : 0);
+  }
+  json t = {{"architectures", {"MiniMaxM3SparseForCausalLM"}},
+            {"hidden_size", c.hidden_size},
+            {"num_hidden_layers", c.num_layers},
+            {"num_attention_heads", c.num_heads},
+            {"num_key_value_heads", c.num_kv_heads},
+            {"head_dim", c.head_dim},
+            {"vocab_size", c.vocab_size},
+            {"max_position_embeddings", c.max_position_embeddings},
+            {"rms_norm_eps", c.rms_norm_eps},
+            {"use_gemma_norm", true},
+            {"attention_output_gate", false},
+            {"rope_theta", c.rope_theta},
+            {"rotary_dim", c.rotary_dim},
+            {"partial_rotary_factor", static_cast<double>(c.rotary_dim) / c.head_dim},
+            {"hidden_act", "swigluoai"},
+            {"use_qk_norm", true},
+            {"qk_norm_type", "per_head"},
+            {"tie_word_embeddings", c.tie_word_embeddings},
+            {"dense_intermediate_size", c.dense_intermediate_size},
+            {"intermediate_size", c.expert_intermediate_size},
+            {"shared_intermediate_size", c.shared_intermediate_size},
+            {"num_local_experts", c.num_experts},
+            {"num_experts_per_tok", c.experts_per_token},
+            {"n_shared_experts", 1},
+            {"scoring_func", "sigmoid"},
+            {"use_routing_bias", c.use_routing_bias},
+            {"routed_scaling_factor", c.routed_scaling_factor},
+            {"moe_layer_freq", ffn},
+            {"swiglu_alpha", c.swiglu_alpha},
+            {"swiglu_limit", c.swiglu_limit},
+            {"sparse_attention_config",
+             {{"use_sparse_attention", c.any_sparse()},
+              {"sparse_attention_freq", attn},
+              {"sparse_disable_index_value", attn},
+              {"sparse_index_dim", c.msa.index_head_dim},
+              {"sparse_num_index_heads", c.msa.num_index_heads},
+              {"sparse_topk_blocks", c.msa.topk_blocks},
+              {"sparse_block_size", c.msa.block_size},
+              {"sparse_score_type", "max"},
+              {"sparse_init_block", c.msa.init_blocks},
+              {"sparse_local_block", c.msa.local_blocks}}}};
+  return {{"architectures", {"MiniMaxM3SparseForConditionalGeneration"}},
+          {"model_type", "minimax_m3_vl"},
+          {"torch_dtype", "bfloat16"},
+          {"text_config", t}};
+}
+
 ModelConfig load_model_config(const std::string& model_dir) {
   namespace fs = std::filesystem;
   fs::path path = fs::path(model_dir) / "config.json";

@@ -71,6 +71,9 @@ struct ModelConfig {
 // Parses a config.json object. `source` names the file in error messages.
 ModelConfig parse_model_config(const nlohmann::json& config, const std::string& source);
 
+// The config.json a released MiniMax-M3 checkpoint would carry for `config` (VL wrapper, legacy spelling).
+nlohmann::json released_config_json(const ModelConfig& config);
+
 // Reads DIR/config.json (and DIR/generation_config.json for eos ids when present).
 ModelConfig load_model_config(const std::string& model_dir);
 

@@ -175,7 +175,11 @@ std::vector<TokenEvent> Engine::step() {
     ev.request_id = id;
     ev.token = token;
     ev.finish = fr;
-    if (fr == FinishReason::kStop) ev.stop_token = token;
+    if (fr == FinishReason::kStop) {
+      ev.stop_token = token;
+      const auto& stop_ids = a.req.stop_token_ids;
+      ev.is_eos = std::find(stop_ids.begin(), stop_ids.end(), token) == stop_ids.end();
+    }
     ev.logprobs = std::move(logprobs);
     events.push_back(std::move(ev));
     if (fr != FinishReason::kNone) {

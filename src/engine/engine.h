@@ -41,6 +41,7 @@ struct TokenEvent {
   int32_t token = -1;                         // -1 on an abort event, which carries no token
   FinishReason finish = FinishReason::kNone;  // set on the request's last event
   int32_t stop_token = -1;                    // the stop token id / EOS that finished it (finish == kStop)
+  bool is_eos = false;  // stop_token is an EOS id rather than one of the request's stop_token_ids
   std::optional<TokenLogprobs> logprobs;      // when the request asked for logprobs
 };
 

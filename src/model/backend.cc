@@ -27,6 +27,14 @@ std::string cuda_devices_summary() {
 
 }  // namespace
 
+size_t cpu_kv_bytes_per_page(const ModelConfig& c) {
+  size_t bytes = 0;
+  for (int l = 0; l < c.num_layers; ++l)
+    bytes += size_t{static_cast<size_t>(c.msa.block_size)} *
+             (2 * c.kv_size() + (c.sparse_attention[l] ? c.msa.index_head_dim : 0)) * sizeof(float);
+  return bytes;
+}
+
 std::string resolve_device(const std::string& requested) {
   if (requested == "cpu" || requested == "cuda") return requested;
   if (requested != "auto")

@@ -25,6 +25,9 @@ struct BackendOptions {
   int num_kv_pages = 0;        // KV pages to allocate (page = config.msa.block_size tokens)
 };
 
+// Bytes one KV page takes on the CPU backend (K, V and, for MSA layers, index keys, over all layers).
+size_t cpu_kv_bytes_per_page(const ModelConfig& config);
+
 // Maps --device (auto | cpu | cuda) to a backend name; auto picks cuda when it is built and a GPU is present.
 std::string resolve_device(const std::string& requested);
 

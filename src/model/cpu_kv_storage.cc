@@ -10,9 +10,11 @@ CpuKvStorage::CpuKvStorage(const ModelConfig& c, int num_pages)
       idx_stride_(static_cast<size_t>(c.msa.index_head_dim)) {
   const size_t slots = static_cast<size_t>(num_pages) * page_size_;
   for (int l = 0; l < c.num_layers; ++l) {
-    k_.emplace_back(slots * kv_stride_);
-    v_.emplace_back(slots * kv_stride_);
-    idx_.emplace_back(c.sparse_attention[l] ? slots * idx_stride_ : 0);
+    const size_t idx = c.sparse_attention[l] ? slots * idx_stride_ : 0;
+    k_.emplace_back(new float[slots * kv_stride_]);
+    v_.emplace_back(new float[slots * kv_stride_]);
+    idx_.emplace_back(idx ? new float[idx] : nullptr);
+    bytes_ += (2 * slots * kv_stride_ + idx) * sizeof(float);
   }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "config/model_config.h"
@@ -19,6 +20,7 @@ class CpuKvStorage {
   float* k(int layer, int32_t page, int slot) { return &k_[layer][offset(page, slot, kv_stride_)]; }
   float* v(int layer, int32_t page, int slot) { return &v_[layer][offset(page, slot, kv_stride_)]; }
   float* index_k(int layer, int32_t page, int slot) { return &idx_[layer][offset(page, slot, idx_stride_)]; }
+  size_t bytes() const { return bytes_; }
 
  private:
   size_t offset(int32_t page, int slot, size_t stride) const {
@@ -26,7 +28,10 @@ class CpuKvStorage {
   }
   int num_pages_, page_size_;
   size_t kv_stride_, idx_stride_;
-  std::vector<std::vector<float>> k_, v_, idx_;
+  // Left uninitialised: a slot is always written before any token reads it, and untouched pages of a large
+  // pool then cost no memory or start-up time.
+  std::vector<std::unique_ptr<float[]>> k_, v_, idx_;
+  size_t bytes_ = 0;
 };
 
 }  // namespace m3

@@ -55,7 +55,8 @@ ForwardOutput CpuModel::forward(const ForwardBatch& batch, const ForwardOptions&
     const CpuLayerWeights& L = w_.layers[l];
     cpu::rms_norm_gemma(h.data(), normed.data(), T, H, L.input_norm.data(), c.rms_norm_eps);
     if (options.trace_msa) out.msa_trace.emplace_back(c.sparse_attention[l] ? T : 0);
-    attention_block(l, normed.data(), tokens, delta.data(), options.trace_msa ? &out.msa_trace.back() : nullptr);
+    attention_block(l, normed.data(), tokens, delta.data(),
+                    options.trace_msa ? &out.msa_trace.back() : nullptr);
     for (int64_t i = 0; i < T * H; ++i) h[i] += delta[i];
     cpu::rms_norm_gemma(h.data(), normed.data(), T, H, L.post_norm.data(), c.rms_norm_eps);
     ffn_block(l, normed.data(), T, delta.data());

@@ -31,7 +31,8 @@ struct ForwardOutput {
   // Optional trace (ForwardOptions::trace_hidden): per logits row, the last token's residual stream after the
   // embedding and after each decoder layer ([num_layers + 1][hidden]).
   std::vector<std::vector<std::vector<float>>> hidden_trace;
-  // Optional trace (ForwardOptions::trace_msa): [layer][token of the batch] -> selection (empty for dense layers).
+  // Optional trace (ForwardOptions::trace_msa): [layer][token of the batch] -> selection (empty for dense
+  // layers).
   std::vector<std::vector<BlockSelection>> msa_trace;
 };
 

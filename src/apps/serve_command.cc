@@ -1,0 +1,138 @@
+// Start-up order: validate flags against config.json, bind the port (so a port clash fails fast), start
+// answering /health with 503, load weights, tokenizer and chat template, then flip to ready. SIGTERM / SIGINT
+// drain: readiness and new requests get 503, in-flight requests get --shutdown-timeout to finish, the rest
+// are aborted; a second signal exits at once.
+#include "apps/serve_command.h"
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/generation_input.h"
+#include "apps/serve_options.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "server/api_server.h"
+
+namespace m3 {
+namespace {
+namespace fs = std::filesystem;
+
+// The bos/eos strings the chat template sees, from tokenizer_config.json (a string or {"content": ...}).
+std::pair<std::string, std::string> special_token_strings(const std::string& dir) {
+  std::ifstream in(fs::path(dir) / "tokenizer_config.json");
+  if (!in) return {};
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  auto get = [&](const char* k) -> std::string {
+    if (!j.is_object() || !j.contains(k)) return "";
+    if (j[k].is_string()) return j[k].get<std::string>();
+    if (j[k].is_object() && j[k].contains("content") && j[k]["content"].is_string()) return j[k]["content"];
+    return "";
+  };
+  return {get("bos_token"), get("eos_token")};
+}
+
+std::shared_ptr<ServingContext> load_model(const ServeConfig& cfg, const ModelConfig& model) {
+  fs::path dir = cfg.model_dir;
+  if (!fs::exists(dir / "tokenizer.json"))
+    fail(ErrorKind::kNotFound, (dir / "tokenizer.json").string() + ": serving needs the model's tokenizer");
+  const std::string tmpl =
+      cfg.chat_template.empty() ? (dir / "chat_template.jinja").string() : cfg.chat_template;
+  if (!fs::exists(tmpl)) fail(ErrorKind::kNotFound, tmpl + ": no chat template (pass --chat-template FILE)");
+  auto [bos, eos] = special_token_strings(cfg.model_dir);
+  auto ctx = std::make_shared<ServingContext>(
+      ServingContext{nullptr, Tokenizer::load((dir / "tokenizer.json").string()),
+                     chat::ChatTemplate::from_file(tmpl), bos, eos});
+
+  BackendOptions bo;
+  bo.device = resolve_device(cfg.device);
+  const int64_t page = model.msa.block_size;
+  const int64_t budget = static_cast<int64_t>(cfg.kv_cache_gb * (1ull << 30) / cpu_kv_bytes_per_page(model));
+  const int64_t want_len =
+      cfg.engine.max_model_len > 0 ? cfg.engine.max_model_len : model.max_position_embeddings;
+  bo.num_kv_pages =
+      cfg.num_kv_pages > 0
+          ? cfg.num_kv_pages
+          : static_cast<int>(std::max<int64_t>(1, std::min(budget, (want_len + page - 1) / page * 4)));
+  auto engine = std::make_unique<Engine>(load_backend(cfg.model_dir, bo), cfg.engine);
+  log_info("KV cache: ", bo.num_kv_pages, " pages of ", page, " tokens (", int64_t{bo.num_kv_pages} * page,
+           " tokens); max model length ", engine->max_model_len());
+  ctx->engine = std::make_unique<AsyncEngine>(std::move(engine), AsyncEngineOptions{cfg.max_pending});
+  return ctx;
+}
+
+int run_serve(ServeConfig& cfg) {
+  cfg.model_dir = resolve_model_dir(cfg.model);
+  const ModelConfig model = load_model_config(cfg.model_dir);
+  finalize_serve_config(cfg, model);
+  cfg.server.default_sampling = load_generation_defaults(cfg.model_dir).sampling;
+
+  // Signals are taken by one thread with sigwait, so no handler runs inside library code.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  ApiServer server(cfg.server);
+  add_admin_routes(server);
+  add_openai_routes(server);
+  add_anthropic_routes(server);
+  if (!server.bind())
+    fail(ErrorKind::kInvalidArgument, "--host " + cfg.server.host + " --port " +
+                                          std::to_string(cfg.server.port) +
+                                          ": cannot listen there (address in use or not local)");
+  std::thread http([&] { server.serve(); });
+  log_info("listening on http://", cfg.server.host, ":", server.port(),
+           " (loading the model; /health answers 503)");
+
+  std::shared_ptr<ServingContext> ctx;
+  try {
+    ctx = load_model(cfg, model);
+  } catch (...) {
+    server.stop();
+    http.join();
+    throw;
+  }
+  server.attach(ctx);
+  log_info("ready: serving '", cfg.server.served_model_names[0], "' from ", cfg.model_dir, " on ",
+           ctx->engine->config().num_layers, " layers");
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  log_info("signal ", sig, ": draining (up to ", cfg.server.shutdown_timeout_s, " s for in-flight requests)");
+  server.begin_drain();
+  std::atomic<bool> forced{false};
+  std::thread second([&] {
+    int s2 = 0;
+    sigwait(&signals, &s2);
+    forced = true;
+  });
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(cfg.server.shutdown_timeout_s * 1000));
+  while (ctx->engine->in_flight() > 0 && !forced && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (ctx->engine->in_flight() > 0)
+    log_warn("aborting ", ctx->engine->in_flight(), " request(s) at shutdown");
+  ctx->engine->stop();  // aborts what is left; their streams end with finish_reason "abort"
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let handlers write their last events
+  server.stop();
+  http.join();
+  second.detach();
+  log_info("shut down");
+  return 0;
+}
+
+}  // namespace
+
+void register_serve_command(CLI::App& app, int& exit_code) {
+  auto cfg = std::make_shared<ServeConfig>();
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI- and Anthropic-compatible HTTP server");
+  add_serve_flags(*cmd, *cfg);
+  cmd->callback([cfg, &exit_code] { exit_code = run_serve(*cfg); });
+}
+
+}  // namespace m3

@@ -1,0 +1,199 @@
+// Flag table, YAML merge and cross-checks.
+#include "apps/serve_options.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+#include <yaml-cpp/yaml.h>
+
+#include "common/error.h"
+#include "common/log.h"
+
+namespace m3 {
+namespace fs = std::filesystem;
+
+void add_serve_flags(CLI::App& cmd, ServeConfig& c) {
+  auto& s = c.server;
+  cmd.add_option("model", c.model, "Model directory or Hugging Face id (found in the local HF cache)");
+  cmd.add_option("--model,--model-path", c.model, "Same as the positional MODEL");
+  cmd.add_option("--device", c.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  cmd.add_option("--host", s.host, "Address to listen on");
+  cmd.add_option("--port", s.port, "Port to listen on")->check(CLI::Range(0, 65535));
+  cmd.add_option("--served-model-name", s.served_model_names, "Name(s) clients use for the model");
+  cmd.add_option("--api-key", s.api_keys, "Require this key (Authorization: Bearer or x-api-key)")
+      ->envname("M3_API_KEY");
+  cmd.add_option("--allowed-origins", s.allowed_origins, "CORS origins (default: CORS off)");
+  cmd.add_option("--tensor-parallel-size,--tp-size,--tp_size,--tp", c.tensor_parallel,
+                 "Tensor-parallel GPUs");
+  cmd.add_option("--data-parallel-size,--dp-size,--dp", c.data_parallel, "Data-parallel replicas");
+  cmd.add_option("--ep-size,--moe_expert_parallel_size,--expert-parallel-size", c.expert_parallel,
+                 "Expert-parallel GPUs");
+  cmd.add_flag("--enable-expert-parallel", c.enable_expert_parallel, "Shard experts over the TP group");
+  cmd.add_option("--block-size,--page-size", c.block_size,
+                 "KV block size; must equal the model's MSA block (128)");
+  cmd.add_option("--max-model-len,--context-length,--max_seq_len", c.engine.max_model_len,
+                 "Longest prompt + output (default: the model's)");
+  cmd.add_option("--max-num-seqs,--max-running-requests,--max_batch_size", c.engine.max_num_seqs,
+                 "Sequences per engine step")
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--max-num-batched-tokens,--max_num_tokens,--chunked-prefill-size",
+                 c.engine.max_num_batched_tokens, "Token budget per engine step")
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--gpu-memory-utilization,--mem-fraction-static", c.gpu_memory_utilization,
+                 "Fraction of GPU memory for weights + KV (cuda)")
+      ->check(CLI::Range(0.01, 1.0));
+  cmd.add_option("--kv-cache-dtype", c.kv_cache_dtype, "auto | bfloat16 | fp8");
+  cmd.add_option("--dtype", c.dtype, "auto | bfloat16");
+  cmd.add_option("--quantization", c.quantization, "Checkpoint quantization (read from config.json; mxfp8)");
+  cmd.add_option("--reasoning-parser,--reasoning_parser", c.reasoning_parser, "minimax_m3");
+  cmd.add_option("--tool-call-parser,--tool_parser,--tool-parser", c.tool_parser, "minimax_m3");
+  cmd.add_flag("--enable-auto-tool-choice", s.auto_tool_choice, "Let the model decide when to call tools");
+  cmd.add_option("--chat-template,--chat_template", c.chat_template,
+                 "Jinja chat template file (default: the model's)");
+  cmd.add_option("--extra-llm-api-options,--extra_llm_api_options,--config", c.extra_options_yaml,
+                 "TensorRT-LLM style YAML options");
+  cmd.add_option("--max-logprobs", s.max_logprobs, "Cap on logprobs / top_logprobs");
+  cmd.add_option("--max-queued-requests,--max-pending", c.max_pending, "Requests in flight before 429");
+  cmd.add_option("--shutdown-timeout", s.shutdown_timeout_s, "Seconds in-flight requests get after SIGTERM");
+  cmd.add_option("--max-body-bytes", s.max_body_bytes, "Largest request body (413 above)");
+  cmd.add_option("--num-kv-pages", c.num_kv_pages, "KV pages (cpu; default from --kv-cache-gb)");
+  cmd.add_option("--kv-cache-gb", c.kv_cache_gb, "KV pool size (cpu)");
+  // Accepted for compatibility with the deployment guides; m3serve picks its own kernels and has no vision
+  // path yet.
+  for (const char* name : {"--attention-backend", "--mm-encoder-attn-backend", "--mm-attention-backend",
+                           "--mm-encoder-tp-mode", "--mm-processor-cache-type", "--moe-backend",
+                           "--moe-runner-backend", "--backend", "--hf-overrides", "--generation-config"})
+    cmd.add_option_function<std::string>(
+        name, [&c, name](const std::string& v) { c.ignored_flags.push_back(std::string(name) + " " + v); },
+        "accepted; no effect in m3serve");
+  for (const char* name : {"--trust-remote-code,--trust_remote_code", "--language-model-only",
+                           "--enable-multimodal", "--enable_attention_dp", "--no-enable-prefix-caching",
+                           "--disable-log-requests", "--enable-prefix-caching"})
+    cmd.add_flag_function(
+        name, [&c, name](int64_t) { c.ignored_flags.push_back(name); }, "accepted; no effect");
+}
+
+std::string resolve_model_dir(const std::string& model) {
+  if (model.empty())
+    fail(ErrorKind::kInvalidArgument, "MODEL is required (a model directory or a Hugging Face id)");
+  if (fs::is_directory(model)) return model;
+  // A Hugging Face id: look in the local cache (no downloads here).
+  if (model.find('/') != std::string::npos && !fs::exists(model)) {
+    std::vector<fs::path> roots;
+    if (const char* h = std::getenv("HF_HUB_CACHE")) roots.emplace_back(h);
+    if (const char* h = std::getenv("HF_HOME")) roots.push_back(fs::path(h) / "hub");
+    if (const char* h = std::getenv("HOME")) roots.push_back(fs::path(h) / ".cache/huggingface/hub");
+    std::string key = "models--" + model;
+    for (size_t p; (p = key.find('/')) != std::string::npos;) key.replace(p, 1, "--");
+    for (const auto& root : roots) {
+      fs::path snaps = root / key / "snapshots";
+      if (!fs::is_directory(snaps)) continue;
+      for (const auto& e : fs::directory_iterator(snaps))
+        if (fs::exists(e.path() / "config.json")) return e.path().string();
+    }
+    fail(ErrorKind::kNotFound, "model '" + model +
+                                   "' is neither a directory nor in the local Hugging Face cache "
+                                   "(downloading is not supported: pass the checkpoint directory)");
+  }
+  fail(ErrorKind::kNotFound, "model directory '" + model + "' does not exist");
+}
+
+namespace {
+
+void merge_yaml(ServeConfig& c, const ModelConfig& model) {
+  YAML::Node y;
+  try {
+    y = YAML::LoadFile(c.extra_options_yaml);
+  } catch (const std::exception& e) {
+    fail(ErrorKind::kInvalidArgument, "--extra_llm_api_options " + c.extra_options_yaml + ": " + e.what());
+  }
+  const std::string where = "--extra_llm_api_options " + c.extra_options_yaml + ": ";
+  if (!y.IsMap()) fail(ErrorKind::kInvalidArgument, where + "not a YAML mapping");
+  try {
+    if (auto s = y["sparse_attention_config"]) {
+      std::string algo = s["algorithm"] ? s["algorithm"].as<std::string>() : "";
+      if (algo != "minimax_m3")
+        fail(ErrorKind::kInvalidArgument,
+             where + "sparse_attention_config.algorithm must be minimax_m3, got '" + algo + "'");
+      if (!model.any_sparse())
+        fail(ErrorKind::kInvalidArgument,
+             where + "sparse_attention_config is set but the model has no sparse layers");
+    }
+    if (auto k = y["kv_cache_config"]) {
+      if (k["enable_block_reuse"] && k["enable_block_reuse"].as<bool>())
+        fail(ErrorKind::kUnsupported,
+             where +
+                 "kv_cache_config.enable_block_reuse: true is not supported with sparse "
+                 "attention; set it to false");
+      if (k["free_gpu_memory_fraction"])
+        c.gpu_memory_utilization = k["free_gpu_memory_fraction"].as<double>();
+      if (k["dtype"]) c.kv_cache_dtype = k["dtype"].as<std::string>();
+      if (k["tokens_per_block"] && k["tokens_per_block"].as<int>() != model.msa.block_size)
+        fail(ErrorKind::kInvalidArgument, where + "kv_cache_config.tokens_per_block must be " +
+                                              std::to_string(model.msa.block_size) +
+                                              " (the model's MSA block)");
+    }
+    if (y["max_batch_size"]) c.engine.max_num_seqs = y["max_batch_size"].as<int>();
+    if (y["max_num_tokens"]) c.engine.max_num_batched_tokens = y["max_num_tokens"].as<int>();
+    if (y["max_seq_len"]) c.engine.max_model_len = y["max_seq_len"].as<int64_t>();
+    if (y["tensor_parallel_size"]) c.tensor_parallel = y["tensor_parallel_size"].as<int>();
+    if (y["moe_expert_parallel_size"]) c.expert_parallel = y["moe_expert_parallel_size"].as<int>();
+    if (y["enable_attention_dp"] && y["enable_attention_dp"].as<bool>())
+      c.ignored_flags.push_back("enable_attention_dp");
+    for (const char* k : {"cuda_graph_config", "moe_config", "enable_chunked_prefill", "print_iter_log",
+                          "backend", "disable_overlap_scheduler", "stream_interval", "attn_backend"})
+      if (y[k]) c.ignored_flags.push_back(std::string("yaml ") + k);
+  } catch (const YAML::Exception& e) {
+    fail(ErrorKind::kInvalidArgument, where + e.what());
+  }
+}
+
+std::string parser_name(const std::string& flag, const std::string& v) {
+  if (v.empty()) return v;
+  if (v == "minimax_m3" || v == "minimax-m3" || v == "minimax") return "minimax_m3";
+  fail(ErrorKind::kInvalidArgument, flag + " '" + v + "' is not supported (available: minimax_m3)");
+}
+
+}  // namespace
+
+void finalize_serve_config(ServeConfig& c, const ModelConfig& model) {
+  if (!c.extra_options_yaml.empty()) merge_yaml(c, model);
+  if (c.tensor_parallel != 1)
+    fail(ErrorKind::kUnsupported, "--tensor-parallel-size " + std::to_string(c.tensor_parallel) +
+                                      ": multi-GPU serving is not implemented yet; use 1");
+  if (c.data_parallel != 1)
+    fail(ErrorKind::kUnsupported,
+         "--data-parallel-size " + std::to_string(c.data_parallel) + " is not supported yet; use 1");
+  if (c.expert_parallel != 1)
+    fail(ErrorKind::kUnsupported,
+         "--ep-size " + std::to_string(c.expert_parallel) + " is not supported yet; use 1");
+  if (c.block_size != 0 && c.block_size != model.msa.block_size)
+    fail(ErrorKind::kInvalidArgument, "--block-size " + std::to_string(c.block_size) +
+                                          " must equal the model's MSA block "
+                                          "size (" +
+                                          std::to_string(model.msa.block_size) +
+                                          "): KV pages are MSA blocks");
+  if (c.kv_cache_dtype != "auto" && c.kv_cache_dtype != "bfloat16" && c.kv_cache_dtype != "fp8")
+    fail(ErrorKind::kInvalidArgument,
+         "--kv-cache-dtype '" + c.kv_cache_dtype + "' is not one of auto, bfloat16, fp8");
+  if (c.kv_cache_dtype == "fp8")
+    fail(ErrorKind::kUnsupported, "--kv-cache-dtype fp8 is not implemented yet; use auto");
+  if (c.dtype != "auto" && c.dtype != "bfloat16" && c.dtype != "bf16")
+    fail(ErrorKind::kUnsupported, "--dtype '" + c.dtype + "' is not supported (auto | bfloat16)");
+  if (!c.quantization.empty()) {
+    const bool mx = model.weight_quant == WeightQuant::kMxfp8;
+    if (!(c.quantization == "mxfp8" && mx))
+      fail(ErrorKind::kInvalidArgument, "--quantization " + c.quantization +
+                                            " does not match the checkpoint (" +
+                                            (mx ? "mxfp8" : "unquantized") + ")");
+  }
+  c.server.reasoning_parser = !parser_name("--reasoning-parser", c.reasoning_parser).empty();
+  c.server.tool_parser = !parser_name("--tool-call-parser", c.tool_parser).empty();
+  if (c.server.auto_tool_choice && !c.server.tool_parser)
+    fail(ErrorKind::kInvalidArgument, "--enable-auto-tool-choice needs --tool-call-parser minimax_m3");
+  if (c.server.served_model_names.empty()) c.server.served_model_names.push_back(c.model);
+  c.server.model_root = c.model;
+  for (const auto& f : c.ignored_flags) log_info("accepted ", f, " (no effect in m3serve)");
+}
+
+}  // namespace m3

@@ -1,0 +1,47 @@
+// `m3 serve` configuration: the flags of vLLM, SGLang and trtllm-serve as the deployment guides spell them,
+// plus TensorRT-LLM's --extra_llm_api_options YAML. Everything is validated before the model loads; a value
+// this build cannot honour (TP > 1, fp8 KV on the CPU backend, a block size other than the model's) is an
+// error naming the flag. Backend-choice flags of the peers (attention/MoE backends) are accepted and logged.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "config/model_config.h"
+#include "engine/engine.h"
+#include "server/api_server.h"
+
+namespace m3 {
+
+struct ServeConfig {
+  std::string model;      // positional MODEL, --model or --model-path
+  std::string model_dir;  // resolved local directory
+  std::string device = "auto";
+  ServerOptions server;
+  EngineOptions engine;
+  int tensor_parallel = 1, data_parallel = 1, expert_parallel = 1;
+  bool enable_expert_parallel = false;
+  int block_size = 0;  // 0: the model's
+  double gpu_memory_utilization = 0.9;
+  std::string kv_cache_dtype = "auto";
+  std::string dtype = "auto";
+  std::string quantization;
+  std::string reasoning_parser, tool_parser, chat_template;
+  std::string extra_options_yaml;
+  int num_kv_pages = 0;
+  double kv_cache_gb = 4.0;
+  size_t max_pending = 4096;
+  std::vector<std::string> ignored_flags;  // accepted peer flags with no effect here
+};
+
+// Adds every serve flag to `cmd`, writing into `cfg`.
+void add_serve_flags(CLI::App& cmd, ServeConfig& cfg);
+
+// Resolves MODEL (a directory, or a Hugging Face id found in the local HF cache), merges the YAML file and
+// checks every flag against the model config. Throws m3::Error naming the flag / file.
+void finalize_serve_config(ServeConfig& cfg, const ModelConfig& model);
+std::string resolve_model_dir(const std::string& model);
+
+}  // namespace m3

@@ -1,0 +1,110 @@
+// Operational and utility endpoints: /health (503 while loading or draining), /ping, /version, /v1/models,
+// /metrics (Prometheus), /tokenize and /detokenize (vLLM's shapes; prompt text or chat messages).
+#include <httplib.h>
+
+#include "server/api_server.h"
+#include "server/chat_prompt.h"
+#include "server/json_body.h"
+
+namespace m3 {
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+void health(ApiServer& server, const httplib::Request&, httplib::Response& res) {
+  if (server.ready()) {
+    res.status = 200;
+    return;
+  }
+  ApiError e =
+      api_error(503, server.draining() ? "the server is shutting down" : "the model is still loading");
+  e.type = "unavailable_error";
+  server.send_error(res, e, ApiServer::Shape::kOpenAI);
+}
+
+void models(ApiServer& server, const httplib::Request&, httplib::Response& res) {
+  const ServerOptions& o = server.options();
+  json data = json::array();
+  const int64_t max_len = server.ready() ? server.context().engine->max_model_len() : 0;
+  for (const std::string& name : o.served_model_names)
+    data.push_back({{"id", name},
+                    {"object", "model"},
+                    {"created", 0},
+                    {"owned_by", "m3serve"},
+                    {"root", o.model_root},
+                    {"parent", nullptr},
+                    {"max_model_len", max_len},
+                    {"permission", json::array()}});
+  res.set_content(json({{"object", "list"}, {"data", data}}).dump(), "application/json");
+}
+
+void tokenize(ApiServer& server, const httplib::Request& req, httplib::Response& res) {
+  const ordered_json body = parse_json_object(req.body);
+  server.check_model(opt_string(body, "model"));
+  ServingContext& ctx = server.context();
+  json out;
+  std::vector<int32_t> ids;
+  if (body.contains("messages")) {
+    const ordered_json tools = body.contains("tools") ? body["tools"] : ordered_json();
+    const ordered_json kwargs =
+        body.contains("chat_template_kwargs") ? body["chat_template_kwargs"] : ordered_json();
+    ChatPrompt p = render_chat_prompt(ctx, body["messages"], tools,
+                                      opt_bool(body, "add_generation_prompt").value_or(true), kwargs);
+    ids = std::move(p.ids);
+    out["prompt"] = p.text;
+  } else {
+    auto prompt = opt_string(body, "prompt");
+    if (!prompt) reject("'prompt' or 'messages' is required", "prompt");
+    ids = ctx.tokenizer.encode(*prompt);
+  }
+  out["count"] = ids.size();
+  out["max_model_len"] = ctx.engine->max_model_len();
+  out["tokens"] = ids;
+  if (opt_bool(body, "return_token_strs").value_or(false)) {
+    json strs = json::array();
+    for (int32_t id : ids) strs.push_back(ctx.tokenizer.id_to_token(id));
+    out["token_strs"] = strs;
+  }
+  res.set_content(out.dump(), "application/json");
+}
+
+void detokenize(ApiServer& server, const httplib::Request& req, httplib::Response& res) {
+  const ordered_json body = parse_json_object(req.body);
+  server.check_model(opt_string(body, "model"));
+  ServingContext& ctx = server.context();
+  if (!body.contains("tokens") || !body["tokens"].is_array())
+    reject("'tokens' must be a list of token ids", "tokens");
+  std::vector<int32_t> ids;
+  for (const auto& t : body["tokens"]) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= ctx.engine->config().vocab_size)
+      reject("'tokens' must hold token ids in [0, " + std::to_string(ctx.engine->config().vocab_size) + ")",
+             "tokens");
+    ids.push_back(t.get<int32_t>());
+  }
+  res.set_content(json({{"prompt", ctx.tokenizer.decode(ids)}}).dump(), "application/json");
+}
+
+}  // namespace
+
+void add_admin_routes(ApiServer& server) {
+  using S = ApiServer::Shape;
+  auto bind = [&server](void (*f)(ApiServer&, const httplib::Request&, httplib::Response&)) {
+    return [&server, f](const httplib::Request& q, httplib::Response& r) { f(server, q, r); };
+  };
+  server.add_route("GET", "/health", S::kOpenAI, false, bind(health));
+  server.add_route("GET", "/ping", S::kOpenAI, false, bind(health));
+  server.add_route("GET", "/version", S::kOpenAI, false, [](const httplib::Request&, httplib::Response& r) {
+    r.set_content(R"({"version":"0.1.0"})", "application/json");
+  });
+  server.add_route("GET", "/v1/models", S::kOpenAI, true, bind(models));
+  server.add_route("GET", "/metrics", S::kOpenAI, false,
+                   [&server](const httplib::Request&, httplib::Response& r) {
+                     EngineStats stats = server.ready() ? server.context().engine->stats() : EngineStats{};
+                     r.set_content(server.metrics().render(stats), "text/plain; version=0.0.4");
+                   });
+  server.add_route("POST", "/tokenize", S::kOpenAI, false, bind(tokenize));
+  server.add_route("POST", "/detokenize", S::kOpenAI, false, bind(detokenize));
+}
+
+}  // namespace m3

@@ -1,0 +1,28 @@
+// The sampling and limit fields shared by OpenAI chat and completions requests (and vLLM's extensions):
+// each is type- and range-checked with a 400 naming the field, then mapped onto the engine Request and the
+// text options. max_tokens defaults to the rest of the context; prompt + max_tokens beyond it is a 400.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "server/api_server.h"
+#include "server/generation_run.h"
+
+namespace m3 {
+
+struct StreamOptions {
+  bool stream = false;
+  bool include_usage = false;
+};
+
+// Fills spec.request (everything but the prompt, which must already be set) and spec.text.stop etc.
+// `chat` selects the chat spelling of logprobs (logprobs: bool + top_logprobs) over completions' (logprobs:
+// int).
+void parse_openai_sampling(const nlohmann::ordered_json& body, const ApiServer& server, bool chat,
+                           GenerationSpec& spec, StreamOptions& stream);
+
+// Converts engine logprobs to the OpenAI chat shape {"content": [{token, logprob, bytes, top_logprobs}]}.
+nlohmann::json chat_logprobs_json(const Tokenizer& tok, const std::vector<int32_t>& ids,
+                                  const std::vector<TokenLogprobs>& lps, int top_n);
+
+}  // namespace m3
