@@ -48,17 +48,23 @@ std::shared_ptr<ServingContext> load_model(const ServeConfig& cfg, const ModelCo
                      chat::ChatTemplate::from_file(tmpl), bos, eos});
 
   BackendOptions bo;
-  bo.device = resolve_device(cfg.device);
+  bo.device = cfg.scripted_responses.empty() ? resolve_device(cfg.device) : "scripted";
+  bo.script = cfg.scripted_responses;
   const int64_t page = model.msa.block_size;
   const int64_t budget = static_cast<int64_t>(cfg.kv_cache_gb * (1ull << 30) / cpu_kv_bytes_per_page(model));
   const int64_t want_len =
       cfg.engine.max_model_len > 0 ? cfg.engine.max_model_len : model.max_position_embeddings;
-  bo.num_kv_pages =
-      cfg.num_kv_pages > 0
-          ? cfg.num_kv_pages
-          : static_cast<int>(std::max<int64_t>(1, std::min(budget, (want_len + page - 1) / page * 4)));
+  bo.gpu_memory_utilization = cfg.gpu_memory_utilization;
+  if (bo.device == "cuda")
+    bo.num_kv_pages = cfg.num_kv_pages;  // 0: sized from free GPU memory
+  else
+    bo.num_kv_pages =
+        cfg.num_kv_pages > 0
+            ? cfg.num_kv_pages
+            : static_cast<int>(std::max<int64_t>(1, std::min(budget, (want_len + page - 1) / page * 4)));
   auto engine = std::make_unique<Engine>(load_backend(cfg.model_dir, bo), cfg.engine);
-  log_info("KV cache: ", bo.num_kv_pages, " pages of ", page, " tokens (", int64_t{bo.num_kv_pages} * page,
+  const int pages = engine->stats().kv_pages_total;
+  log_info("KV cache: ", pages, " pages of ", page, " tokens (", int64_t{pages} * page,
            " tokens); max model length ", engine->max_model_len());
   ctx->engine = std::make_unique<AsyncEngine>(std::move(engine), AsyncEngineOptions{cfg.max_pending});
   return ctx;

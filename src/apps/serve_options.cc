@@ -58,6 +58,9 @@ void add_serve_flags(CLI::App& cmd, ServeConfig& c) {
   cmd.add_option("--max-body-bytes", s.max_body_bytes, "Largest request body (413 above)");
   cmd.add_option("--num-kv-pages", c.num_kv_pages, "KV pages (cpu; default from --kv-cache-gb)");
   cmd.add_option("--kv-cache-gb", c.kv_cache_gb, "KV pool size (cpu)");
+  cmd.add_option("--scripted-responses", c.scripted_responses,
+                 "testing: emit scripted outputs instead of running the model")
+      ->check(CLI::ExistingFile);
   // Accepted for compatibility with the deployment guides; m3serve picks its own kernels and has no vision
   // path yet.
   for (const char* name : {"--attention-backend", "--mm-encoder-attn-backend", "--mm-attention-backend",

@@ -1,12 +1,14 @@
-// Backend selection: cpu is always built; cuda is reported as unavailable until the CUDA backend lands.
+// Backend selection: cpu is always built; cuda when the build has nvcc and the machine a GPU.
 #include "model/backend.h"
 
 #include "common/error.h"
 #include "common/log.h"
 #include "loader/checkpoint.h"
 #include "model/cpu_model.h"
+#include "model/scripted_backend.h"
 #ifdef M3_HAVE_CUDA
 #include "kernels/device_info.h"
+#include "model/cuda_model.h"
 #endif
 
 namespace m3 {
@@ -39,23 +41,34 @@ std::string resolve_device(const std::string& requested) {
   if (requested == "cpu" || requested == "cuda") return requested;
   if (requested != "auto")
     fail(ErrorKind::kInvalidArgument, "--device '" + requested + "' is not one of auto, cpu, cuda");
-  // The CUDA backend is not part of this build yet, so auto always means cpu for now.
-  log_info("--device auto: using cpu (", cuda_devices_summary(),
-           "; the CUDA backend is not implemented yet)");
+#ifdef M3_HAVE_CUDA
+  if (!cuda::list_devices().empty()) return "cuda";
+#endif
+  log_info("--device auto: using cpu (", cuda_devices_summary(), ")");
   return "cpu";
 }
 
 std::unique_ptr<ModelBackend> load_backend(const std::string& model_dir, const BackendOptions& options) {
   ModelConfig config = load_model_config(model_dir);
+  if (options.device == "cuda") {
+#ifdef M3_HAVE_CUDA
+    if (cuda::list_devices().empty())
+      fail(ErrorKind::kUnavailable, "--device cuda: " + cuda_devices_summary());
+    Checkpoint ckpt(model_dir);
+    return std::make_unique<CudaModel>(std::move(config), ckpt, options.num_kv_pages,
+                                       options.gpu_memory_utilization);
+#else
+    fail(ErrorKind::kUnsupported, "--device cuda: " + cuda_devices_summary());
+#endif
+  }
   if (options.num_kv_pages <= 0) fail(ErrorKind::kInvalidArgument, "the KV cache needs at least one page");
   if (options.device == "cpu") {
     Checkpoint ckpt(model_dir);
     CpuWeights weights = load_cpu_weights(config, ckpt);
     return std::make_unique<CpuModel>(std::move(config), std::move(weights), options.num_kv_pages);
   }
-  if (options.device == "cuda")
-    fail(ErrorKind::kUnsupported,
-         "--device cuda: the CUDA backend is not part of this build yet; use --device cpu");
+  if (options.device == "scripted")  // testing: scripted outputs, no weights
+    return std::make_unique<ScriptedBackend>(model_dir, options.script, options.num_kv_pages);
   fail(ErrorKind::kInvalidArgument, "--device '" + options.device + "' is not one of cpu, cuda");
 }
 

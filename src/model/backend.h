@@ -21,8 +21,10 @@ class ModelBackend {
 };
 
 struct BackendOptions {
-  std::string device = "cpu";  // cpu | cuda
-  int num_kv_pages = 0;        // KV pages to allocate (page = config.msa.block_size tokens)
+  std::string device = "cpu";  // cpu | cuda | scripted (testing: see model/scripted_backend.h)
+  int num_kv_pages = 0;        // KV pages to allocate (page = config.msa.block_size tokens); cuda: 0 = auto
+  double gpu_memory_utilization = 0.9;  // cuda: share of device memory for weights + KV when sizing the pool
+  std::string script;                   // device "scripted": the response script (JSON)
 };
 
 // Bytes one KV page takes on the CPU backend (K, V and, for MSA layers, index keys, over all layers).

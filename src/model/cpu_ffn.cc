@@ -20,7 +20,8 @@ void CpuModel::mlp(const float* x, int64_t T, const std::vector<float>& gate, co
   cpu::matmul(g.data(), T, inter, down.data(), H, out);
 }
 
-void CpuModel::moe(const CpuLayerWeights& w, const float* x, int64_t T, float* out) {
+void CpuModel::moe(const CpuLayerWeights& w, const float* x, int64_t T, float* out,
+                   std::vector<std::vector<int32_t>>* trace) {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size;
   const int E = c.num_experts, K = c.experts_per_token;
@@ -42,6 +43,10 @@ void CpuModel::moe(const CpuLayerWeights& w, const float* x, int64_t T, float* o
     float total = 0;
     for (int k = 0; k < K; ++k) total += score[order[k]];
     for (int k = 0; k < K; ++k) routed[order[k]].push_back({t, score[order[k]] / total});
+    if (trace) {
+      (*trace)[t].assign(order.begin(), order.begin() + K);
+      std::sort((*trace)[t].begin(), (*trace)[t].end());
+    }
   }
 
   std::fill(out, out + T * H, 0.0f);
@@ -63,10 +68,11 @@ void CpuModel::moe(const CpuLayerWeights& w, const float* x, int64_t T, float* o
   for (int64_t i = 0; i < T * H; ++i) out[i] = out[i] * c.routed_scaling_factor + shared[i];
 }
 
-void CpuModel::ffn_block(int l, const float* x, int64_t T, float* out) {
+void CpuModel::ffn_block(int l, const float* x, int64_t T, float* out,
+                         std::vector<std::vector<int32_t>>* trace) {
   const CpuLayerWeights& w = w_.layers[l];
   if (config_.moe[l])
-    moe(w, x, T, out);
+    moe(w, x, T, out, trace);
   else
     mlp(x, T, w.mlp_gate, w.mlp_up, w.mlp_down, config_.dense_intermediate_size, out);
 }

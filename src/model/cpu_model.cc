@@ -59,7 +59,8 @@ ForwardOutput CpuModel::forward(const ForwardBatch& batch, const ForwardOptions&
                     options.trace_msa ? &out.msa_trace.back() : nullptr);
     for (int64_t i = 0; i < T * H; ++i) h[i] += delta[i];
     cpu::rms_norm_gemma(h.data(), normed.data(), T, H, L.post_norm.data(), c.rms_norm_eps);
-    ffn_block(l, normed.data(), T, delta.data());
+    if (options.trace_moe) out.moe_trace.emplace_back(c.moe[l] ? T : 0);
+    ffn_block(l, normed.data(), T, delta.data(), options.trace_moe ? &out.moe_trace.back() : nullptr);
     for (int64_t i = 0; i < T * H; ++i) h[i] += delta[i];
     trace();
   }

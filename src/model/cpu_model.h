@@ -51,8 +51,10 @@ class CpuModel : public ModelBackend {
                      std::vector<std::vector<int32_t>>* sel);
   void attend(int layer, const float* q, const TokenMeta& tok, const std::vector<std::vector<int32_t>>* sel,
               float* out);
-  void ffn_block(int layer, const float* normed, int64_t T, float* out);
-  void moe(const CpuLayerWeights& w, const float* x, int64_t T, float* out);
+  void ffn_block(int layer, const float* normed, int64_t T, float* out,
+                 std::vector<std::vector<int32_t>>* moe_trace);
+  void moe(const CpuLayerWeights& w, const float* x, int64_t T, float* out,
+           std::vector<std::vector<int32_t>>* trace);
   void mlp(const float* x, int64_t T, const std::vector<float>& gate, const std::vector<float>& up,
            const std::vector<float>& down, int inter, float* out);
 

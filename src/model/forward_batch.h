@@ -34,11 +34,15 @@ struct ForwardOutput {
   // Optional trace (ForwardOptions::trace_msa): [layer][token of the batch] -> selection (empty for dense
   // layers).
   std::vector<std::vector<BlockSelection>> msa_trace;
+  // Optional trace (ForwardOptions::trace_moe): [layer][token of the batch] -> chosen experts, ascending
+  // (empty for dense-FFN layers).
+  std::vector<std::vector<std::vector<int32_t>>> moe_trace;
 };
 
 struct ForwardOptions {
   bool trace_hidden = false;
   bool trace_msa = false;
+  bool trace_moe = false;
 };
 
 }  // namespace m3
