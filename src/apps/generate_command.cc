@@ -4,6 +4,7 @@
 #include "apps/generate_command.h"
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -15,6 +16,7 @@
 #include "common/log.h"
 #include "config/model_config.h"
 #include "engine/engine.h"
+#include "server/output_processor.h"
 
 namespace m3 {
 namespace {
@@ -28,14 +30,16 @@ struct GenerateArgs {
 
 struct Line {
   int number = 0;
-  std::optional<Request> request;
+  std::optional<GenerationRequest> request;
   std::string error;
   int64_t engine_id = -1;
   std::vector<int32_t> output;
-  FinishReason finish = FinishReason::kNone;
+  std::string text;
+  std::string finish;
+  std::unique_ptr<OutputProcessor> proc;  // with a tokenizer: text and stop strings
 };
 
-std::vector<Line> read_lines(std::istream& in, const GenerationDefaults& defaults) {
+std::vector<Line> read_lines(std::istream& in, const GenerationDefaults& defaults, const Tokenizer* tok) {
   std::vector<Line> lines;
   std::string text;
   for (int number = 1; std::getline(in, text); ++number) {
@@ -45,7 +49,7 @@ std::vector<Line> read_lines(std::istream& in, const GenerationDefaults& default
     try {
       auto j = nlohmann::json::parse(text, nullptr, false);
       if (j.is_discarded()) fail(ErrorKind::kInvalidArgument, "not valid JSON");
-      line.request = parse_generation_request(j, defaults);
+      line.request = parse_generation_request(j, defaults, tok);
     } catch (const Error& e) {
       line.error = e.what();
     }
@@ -61,8 +65,9 @@ int kv_pages_needed(const ModelConfig& c, const std::vector<Line>& lines, const 
   int64_t total = 0, largest = 1;
   for (const Line& l : lines)
     if (l.request) {
-      int64_t need =
-          (static_cast<int64_t>(l.request->prompt.size()) + l.request->max_tokens + page - 1) / page;
+      int64_t need = (static_cast<int64_t>(l.request->request.prompt.size()) + l.request->request.max_tokens +
+                      page - 1) /
+                     page;
       total += need;
       largest = std::max(largest, need);
     }
@@ -71,13 +76,16 @@ int kv_pages_needed(const ModelConfig& c, const std::vector<Line>& lines, const 
 
 int run(const GenerateArgs& a) {
   GenerationDefaults defaults = load_generation_defaults(a.model);
+  std::optional<Tokenizer> tok;
+  if (std::filesystem::exists(std::filesystem::path(a.model) / "tokenizer.json"))
+    tok = Tokenizer::load((std::filesystem::path(a.model) / "tokenizer.json").string());
   std::vector<Line> lines;
   if (a.input == "-") {
-    lines = read_lines(std::cin, defaults);
+    lines = read_lines(std::cin, defaults, tok ? &*tok : nullptr);
   } else {
     std::ifstream in(a.input);
     if (!in) fail(ErrorKind::kNotFound, "--input '" + a.input + "': cannot open");
-    lines = read_lines(in, defaults);
+    lines = read_lines(in, defaults, tok ? &*tok : nullptr);
   }
   ModelConfig config = load_model_config(a.model);
   BackendOptions bo;
@@ -91,8 +99,13 @@ int run(const GenerateArgs& a) {
   for (Line& l : lines) {
     if (!l.request) continue;
     try {
-      l.engine_id = engine.add(*l.request);
+      l.engine_id = engine.add(l.request->request);
       by_id[l.engine_id] = &l;
+      if (tok) {
+        TextOptions text;
+        text.stop = l.request->stop;
+        l.proc = std::make_unique<OutputProcessor>(*tok, text);
+      }
     } catch (const Error& e) {
       l.error = e.what();
     }
@@ -102,8 +115,15 @@ int run(const GenerateArgs& a) {
     for (const TokenEvent& ev : engine.step()) {
       Line* l = by_id.at(ev.request_id);
       l->output.push_back(ev.token);
-      l->finish = ev.finish;
+      l->finish = finish_reason_name(ev.finish);
       ++generated;
+      if (!l->proc) continue;
+      OutputDelta d = l->proc->on_event(ev);
+      l->text += d.content;
+      if (l->proc->stop_string_hit()) {  // the stop string ends the request here
+        engine.abort(ev.request_id);
+        l->finish = "stop";
+      }
     }
     ++steps;
   }
@@ -128,7 +148,8 @@ int run(const GenerateArgs& a) {
       j["error"] = {{"line", l.number}, {"message", l.error}};
     } else {
       j["output_token_ids"] = l.output;
-      j["finish_reason"] = finish_reason_name(l.finish);
+      if (l.proc) j["text"] = l.text;
+      j["finish_reason"] = l.finish;
     }
     out << j.dump() << "\n";
   }

@@ -55,17 +55,23 @@ GenerationDefaults load_generation_defaults(const std::string& model_dir) {
   return d;
 }
 
-Request parse_generation_request(const json& j, const GenerationDefaults& d) {
+GenerationRequest parse_generation_request(const json& j, const GenerationDefaults& d, const Tokenizer* tok) {
   if (!j.is_object()) fail(ErrorKind::kInvalidArgument, "a request must be a JSON object");
-  Request r;
+  GenerationRequest out;
+  Request& r = out.request;
   if (j.contains("prompt_token_ids")) {
     r.prompt = token_list(j, "prompt_token_ids");
-  } else if (j.contains("prompt") || j.contains("messages")) {
-    fail(ErrorKind::kInvalidArgument,
-         "'prompt' / 'messages' need a tokenizer, which this model directory lacks; "
-         "give 'prompt_token_ids'");
+  } else if (j.contains("prompt")) {
+    if (!tok)
+      fail(ErrorKind::kInvalidArgument, "'prompt' text needs a tokenizer, which this model directory lacks");
+    if (!j["prompt"].is_string()) bad("prompt", "must be a string");
+    r.prompt = tok->encode(j["prompt"].get<std::string>());
+  } else if (j.contains("messages")) {
+    fail(ErrorKind::kUnsupported,
+         "'messages' are not supported by m3 generate yet; render the chat template with "
+         "m3 serve's /tokenize and pass 'prompt_token_ids'");
   } else {
-    fail(ErrorKind::kInvalidArgument, "missing 'prompt_token_ids'");
+    fail(ErrorKind::kInvalidArgument, "missing 'prompt_token_ids' (or 'prompt')");
   }
   int64_t max_tokens = integer(j, "max_tokens", d.max_tokens);
   if (max_tokens < 1 || max_tokens > (1 << 30)) bad("max_tokens", "must be a positive integer");
@@ -86,10 +92,19 @@ Request parse_generation_request(const json& j, const GenerationDefaults& d) {
     r.stop_token_ids = token_list(j, "stop_token_ids");
   if (j.contains("stop") && !j["stop"].is_null()) {
     const json& s = j["stop"];
-    if (!(s.is_string() || s.is_array())) bad("stop", "must be a string or a list of strings");
-    fail(ErrorKind::kInvalidArgument, "'stop' strings need a tokenizer, which this model directory lacks");
+    if (!tok)
+      fail(ErrorKind::kInvalidArgument, "'stop' strings need a tokenizer, which this model directory lacks");
+    if (s.is_string())
+      out.stop.push_back(s.get<std::string>());
+    else if (s.is_array())
+      for (const json& x : s) {
+        if (!x.is_string() || x.get<std::string>().empty()) bad("stop", "must hold non-empty strings");
+        out.stop.push_back(x.get<std::string>());
+      }
+    else
+      bad("stop", "must be a string or a list of strings");
   }
-  return r;
+  return out;
 }
 
 }  // namespace m3

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "tokenizer/tokenizer.h"
 
 namespace m3 {
 
@@ -18,7 +19,14 @@ struct GenerationDefaults {
 
 GenerationDefaults load_generation_defaults(const std::string& model_dir);
 
-// Parses one request object. Throws m3::Error(kInvalidArgument) naming the offending field.
-Request parse_generation_request(const nlohmann::json& line, const GenerationDefaults& defaults);
+struct GenerationRequest {
+  Request request;
+  std::vector<std::string> stop;  // stop strings (need a tokenizer)
+};
+
+// Parses one request object; `tokenizer` (null when the model has none) enables "prompt" text and "stop"
+// strings. Throws m3::Error(kInvalidArgument) naming the offending field.
+GenerationRequest parse_generation_request(const nlohmann::json& line, const GenerationDefaults& defaults,
+                                           const Tokenizer* tokenizer);
 
 }  // namespace m3

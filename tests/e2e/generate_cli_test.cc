@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/model_fixtures.h"
+#include "tokenizer/tokenizer.h"
 
 namespace m3::testing {
 namespace {
@@ -98,6 +99,41 @@ TEST(GenerateCliErrors, BadFlagsAndModelsAreNamed) {
   CliRun missing = m3_generate("--model /nonexistent/model", "{\"prompt_token_ids\": [1]}\n");
   EXPECT_NE(missing.status, 0);
   EXPECT_NE(missing.err.find("/nonexistent/model"), std::string::npos) << missing.err;
+}
+
+}  // namespace
+}  // namespace m3::testing
+
+namespace m3::testing {
+namespace {
+
+// With a tokenizer in the model directory: "prompt" text, "text" in the output, and stop strings that end the
+// request with the text cut before the match.
+TEST(GenerateCliText, PromptTextStopStringsAndText) {
+  const fs::path dir = fs::temp_directory_path() / ("m3_cli_tiny_" + std::to_string(::getpid()));
+  const std::string make = std::string(M3_BINARY) + " make-random-model --preset tiny --out " + dir.string() +
+                           " --tokenizer-from tests/fixtures/minimax-m3 2>/dev/null";
+  ASSERT_EQ(std::system(make.c_str()), 0);
+  const Tokenizer tok = Tokenizer::load("tests/fixtures/minimax-m3/tokenizer.json");
+  CliRun free_run = m3_generate("--model " + dir.string(),
+                                "{\"prompt\": \"Hello world\", \"max_tokens\": 12, \"temperature\": 0}\n");
+  ASSERT_EQ(free_run.status, 0) << free_run.err;
+  const auto ids = free_run.lines[0]["output_token_ids"].get<std::vector<int32_t>>();
+  const std::string text = free_run.lines[0]["text"].get<std::string>();
+  ASSERT_EQ(ids.size(), 12u);
+  EXPECT_EQ(text, tok.decode(ids, /*skip_special_tokens=*/true));
+  // Stop at the first character of the third token's text: the output must end before it.
+  const std::string third = tok.decode(std::vector<int32_t>{ids[2]}, true);
+  ASSERT_FALSE(third.empty());
+  const std::string stop = third.substr(0, 1);
+  const size_t cut = text.find(stop);
+  nlohmann::json req = {{"prompt", "Hello world"}, {"max_tokens", 12}, {"temperature", 0}, {"stop", {stop}}};
+  CliRun stopped = m3_generate("--model " + dir.string(), req.dump() + "\n");
+  ASSERT_EQ(stopped.status, 0) << stopped.err;
+  EXPECT_EQ(stopped.lines[0]["finish_reason"], "stop");
+  EXPECT_EQ(stopped.lines[0]["text"], text.substr(0, cut));
+  EXPECT_LT(stopped.lines[0]["output_token_ids"].size(), 12u);
+  fs::remove_all(dir);
 }
 
 }  // namespace
