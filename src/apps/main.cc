@@ -7,6 +7,7 @@
 #include "apps/generate_command.h"
 #include "apps/random_model_command.h"
 #include "apps/serve_command.h"
+#include "apps/tokenize_command.h"
 #include "common/error.h"
 #include "common/log.h"
 
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   m3::register_generate_command(app, exit_code);
   m3::register_serve_command(app, exit_code);
   m3::register_random_model_command(app, exit_code);
+  m3::register_tokenize_commands(app, exit_code);
   app.parse_complete_callback([&] { m3::set_log_level(m3::parse_log_level(log_level)); });
   try {
     app.parse(argc, argv);

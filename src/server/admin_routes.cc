@@ -26,7 +26,11 @@ void health(ApiServer& server, const httplib::Request&, httplib::Response& res) 
 void models(ApiServer& server, const httplib::Request&, httplib::Response& res) {
   const ServerOptions& o = server.options();
   json data = json::array();
-  const int64_t max_len = server.ready() ? server.context().engine->max_model_len() : 0;
+  int64_t max_len = 0;  // unknown while loading
+  try {
+    max_len = server.context().engine->max_model_len();
+  } catch (const ApiException&) {
+  }
   for (const std::string& name : o.served_model_names)
     data.push_back({{"id", name},
                     {"object", "model"},
@@ -50,7 +54,8 @@ void tokenize(ApiServer& server, const httplib::Request& req, httplib::Response&
     const ordered_json kwargs =
         body.contains("chat_template_kwargs") ? body["chat_template_kwargs"] : ordered_json();
     ChatPrompt p = render_chat_prompt(ctx, body["messages"], tools,
-                                      opt_bool(body, "add_generation_prompt").value_or(true), kwargs);
+                                      opt_bool(body, "add_generation_prompt").value_or(true), kwargs,
+                                      /*allow_media=*/true);
     ids = std::move(p.ids);
     out["prompt"] = p.text;
   } else {
@@ -100,7 +105,11 @@ void add_admin_routes(ApiServer& server) {
   server.add_route("GET", "/v1/models", S::kOpenAI, true, bind(models));
   server.add_route("GET", "/metrics", S::kOpenAI, false,
                    [&server](const httplib::Request&, httplib::Response& r) {
-                     EngineStats stats = server.ready() ? server.context().engine->stats() : EngineStats{};
+                     EngineStats stats{};  // zeros while loading; live while draining too
+                     try {
+                       stats = server.context().engine->stats();
+                     } catch (const ApiException&) {
+                     }
                      r.set_content(server.metrics().render(stats), "text/plain; version=0.0.4");
                    });
   server.add_route("POST", "/tokenize", S::kOpenAI, false, bind(tokenize));

@@ -20,9 +20,11 @@ struct ChatPrompt {
   nlohmann::ordered_json tools;                       // normalised tools (null when none)
 };
 
-// Throws ApiException(400) naming the problem (bad message shape, template error).
+// Throws ApiException(400) naming the problem (bad message shape, template error). Image/video/audio parts
+// are rejected (no vision path yet) unless `allow_media`, which tokenization uses to render their
+// placeholders.
 ChatPrompt render_chat_prompt(const ServingContext& ctx, const nlohmann::ordered_json& messages,
                               const nlohmann::ordered_json& tools, bool add_generation_prompt,
-                              const nlohmann::ordered_json& kwargs);
+                              const nlohmann::ordered_json& kwargs, bool allow_media = false);
 
 }  // namespace m3
