@@ -17,6 +17,7 @@
 #include "config/model_config.h"
 #include "engine/engine.h"
 #include "server/output_processor.h"
+#include "tokenizer/tokenizer_config.h"
 
 namespace m3 {
 namespace {
@@ -39,7 +40,8 @@ struct Line {
   std::unique_ptr<OutputProcessor> proc;  // with a tokenizer: text and stop strings
 };
 
-std::vector<Line> read_lines(std::istream& in, const GenerationDefaults& defaults, const Tokenizer* tok) {
+std::vector<Line> read_lines(std::istream& in, const GenerationDefaults& defaults, const Tokenizer* tok,
+                             const ServingContext* chat) {
   std::vector<Line> lines;
   std::string text;
   for (int number = 1; std::getline(in, text); ++number) {
@@ -47,9 +49,9 @@ std::vector<Line> read_lines(std::istream& in, const GenerationDefaults& default
     Line line;
     line.number = number;
     try {
-      auto j = nlohmann::json::parse(text, nullptr, false);
+      auto j = nlohmann::ordered_json::parse(text, nullptr, false);
       if (j.is_discarded()) fail(ErrorKind::kInvalidArgument, "not valid JSON");
-      line.request = parse_generation_request(j, defaults, tok);
+      line.request = parse_generation_request(j, defaults, tok, chat);
     } catch (const Error& e) {
       line.error = e.what();
     }
@@ -77,15 +79,24 @@ int kv_pages_needed(const ModelConfig& c, const std::vector<Line>& lines, const 
 int run(const GenerateArgs& a) {
   GenerationDefaults defaults = load_generation_defaults(a.model);
   std::optional<Tokenizer> tok;
-  if (std::filesystem::exists(std::filesystem::path(a.model) / "tokenizer.json"))
-    tok = Tokenizer::load((std::filesystem::path(a.model) / "tokenizer.json").string());
+  std::optional<ServingContext> chat;  // the server's prompt renderer (no engine)
+  const std::filesystem::path dir(a.model);
+  if (std::filesystem::exists(dir / "tokenizer.json")) {
+    tok = Tokenizer::load((dir / "tokenizer.json").string());
+    if (std::filesystem::exists(dir / "chat_template.jinja")) {
+      const SpecialTokenStrings special = load_special_token_strings(a.model);
+      chat.emplace(ServingContext{nullptr, *tok,
+                                  chat::ChatTemplate::from_file((dir / "chat_template.jinja").string()),
+                                  special.bos, special.eos});
+    }
+  }
   std::vector<Line> lines;
   if (a.input == "-") {
-    lines = read_lines(std::cin, defaults, tok ? &*tok : nullptr);
+    lines = read_lines(std::cin, defaults, tok ? &*tok : nullptr, chat ? &*chat : nullptr);
   } else {
     std::ifstream in(a.input);
     if (!in) fail(ErrorKind::kNotFound, "--input '" + a.input + "': cannot open");
-    lines = read_lines(in, defaults, tok ? &*tok : nullptr);
+    lines = read_lines(in, defaults, tok ? &*tok : nullptr, chat ? &*chat : nullptr);
   }
   ModelConfig config = load_model_config(a.model);
   BackendOptions bo;

@@ -6,11 +6,12 @@
 #include <fstream>
 
 #include "common/error.h"
+#include "server/chat_prompt.h"
 
 namespace m3 {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 [[noreturn]] void bad(const std::string& field, const std::string& why) {
   fail(ErrorKind::kInvalidArgument, "'" + field + "' " + why);
@@ -55,7 +56,8 @@ GenerationDefaults load_generation_defaults(const std::string& model_dir) {
   return d;
 }
 
-GenerationRequest parse_generation_request(const json& j, const GenerationDefaults& d, const Tokenizer* tok) {
+GenerationRequest parse_generation_request(const json& j, const GenerationDefaults& d, const Tokenizer* tok,
+                                           const ServingContext* chat) {
   if (!j.is_object()) fail(ErrorKind::kInvalidArgument, "a request must be a JSON object");
   GenerationRequest out;
   Request& r = out.request;
@@ -67,11 +69,19 @@ GenerationRequest parse_generation_request(const json& j, const GenerationDefaul
     if (!j["prompt"].is_string()) bad("prompt", "must be a string");
     r.prompt = tok->encode(j["prompt"].get<std::string>());
   } else if (j.contains("messages")) {
-    fail(ErrorKind::kUnsupported,
-         "'messages' are not supported by m3 generate yet; render the chat template with "
-         "m3 serve's /tokenize and pass 'prompt_token_ids'");
+    if (!chat)
+      fail(ErrorKind::kInvalidArgument,
+           "'messages' need a tokenizer and a chat template, which this model lacks");
+    try {
+      r.prompt = render_chat_prompt(*chat, j["messages"], j.contains("tools") ? j["tools"] : json(),
+                                    j.value("add_generation_prompt", true),
+                                    j.contains("chat_template_kwargs") ? j["chat_template_kwargs"] : json())
+                     .ids;
+    } catch (const ApiException& e) {
+      fail(ErrorKind::kInvalidArgument, e.error.message);
+    }
   } else {
-    fail(ErrorKind::kInvalidArgument, "missing 'prompt_token_ids' (or 'prompt')");
+    fail(ErrorKind::kInvalidArgument, "missing 'prompt_token_ids' (or 'prompt' / 'messages')");
   }
   int64_t max_tokens = integer(j, "max_tokens", d.max_tokens);
   if (max_tokens < 1 || max_tokens > (1 << 30)) bad("max_tokens", "must be a positive integer");

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "server/api_server.h"
 #include "tokenizer/tokenizer.h"
 
 namespace m3 {
@@ -24,9 +25,12 @@ struct GenerationRequest {
   std::vector<std::string> stop;  // stop strings (need a tokenizer)
 };
 
-// Parses one request object; `tokenizer` (null when the model has none) enables "prompt" text and "stop"
-// strings. Throws m3::Error(kInvalidArgument) naming the offending field.
-GenerationRequest parse_generation_request(const nlohmann::json& line, const GenerationDefaults& defaults,
-                                           const Tokenizer* tokenizer);
+// Parses one request object. `tok` (null when the model has no tokenizer) enables "prompt" text and "stop"
+// strings; `chat` (null without a chat template) enables "messages" (+ "tools", "add_generation_prompt",
+// "chat_template_kwargs"), rendered as the server renders them. Throws m3::Error(kInvalidArgument) naming the
+// field.
+GenerationRequest parse_generation_request(const nlohmann::ordered_json& line,
+                                           const GenerationDefaults& defaults, const Tokenizer* tok,
+                                           const ServingContext* chat);
 
 }  // namespace m3

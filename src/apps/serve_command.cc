@@ -16,24 +16,11 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "server/api_server.h"
+#include "tokenizer/tokenizer_config.h"
 
 namespace m3 {
 namespace {
 namespace fs = std::filesystem;
-
-// The bos/eos strings the chat template sees, from tokenizer_config.json (a string or {"content": ...}).
-std::pair<std::string, std::string> special_token_strings(const std::string& dir) {
-  std::ifstream in(fs::path(dir) / "tokenizer_config.json");
-  if (!in) return {};
-  auto j = nlohmann::json::parse(in, nullptr, false);
-  auto get = [&](const char* k) -> std::string {
-    if (!j.is_object() || !j.contains(k)) return "";
-    if (j[k].is_string()) return j[k].get<std::string>();
-    if (j[k].is_object() && j[k].contains("content") && j[k]["content"].is_string()) return j[k]["content"];
-    return "";
-  };
-  return {get("bos_token"), get("eos_token")};
-}
 
 std::shared_ptr<ServingContext> load_model(const ServeConfig& cfg, const ModelConfig& model) {
   fs::path dir = cfg.model_dir;
@@ -42,10 +29,10 @@ std::shared_ptr<ServingContext> load_model(const ServeConfig& cfg, const ModelCo
   const std::string tmpl =
       cfg.chat_template.empty() ? (dir / "chat_template.jinja").string() : cfg.chat_template;
   if (!fs::exists(tmpl)) fail(ErrorKind::kNotFound, tmpl + ": no chat template (pass --chat-template FILE)");
-  auto [bos, eos] = special_token_strings(cfg.model_dir);
+  const SpecialTokenStrings special = load_special_token_strings(cfg.model_dir);
   auto ctx = std::make_shared<ServingContext>(
       ServingContext{nullptr, Tokenizer::load((dir / "tokenizer.json").string()),
-                     chat::ChatTemplate::from_file(tmpl), bos, eos});
+                     chat::ChatTemplate::from_file(tmpl), special.bos, special.eos});
 
   BackendOptions bo;
   bo.device = cfg.scripted_responses.empty() ? resolve_device(cfg.device) : "scripted";

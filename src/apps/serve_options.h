@@ -33,7 +33,8 @@ struct ServeConfig {
   int num_kv_pages = 0;
   double kv_cache_gb = 4.0;
   size_t max_pending = 4096;
-  std::string scripted_responses;  // testing: --scripted-responses FILE replaces the model (device "scripted")
+  std::string
+      scripted_responses;  // testing: --scripted-responses FILE replaces the model (device "scripted")
   std::vector<std::string> ignored_flags;  // accepted peer flags with no effect here
 };
 

@@ -15,6 +15,7 @@
 #include "server/api_error.h"
 #include "server/chat_prompt.h"
 #include "server/json_body.h"
+#include "tokenizer/tokenizer_config.h"
 
 namespace m3 {
 namespace {
@@ -27,15 +28,6 @@ struct TokenizeArgs {
 
 std::string read_stdin() {
   return std::string(std::istreambuf_iterator<char>(std::cin), {});
-}
-
-std::string token_string(const fs::path& config, const char* key) {
-  std::ifstream in(config);
-  auto j = nlohmann::json::parse(in, nullptr, false);
-  if (!j.is_object() || !j.contains(key)) return "";
-  if (j[key].is_string()) return j[key];
-  if (j[key].is_object() && j[key].contains("content")) return j[key]["content"];
-  return "";
 }
 
 int tokenize(const TokenizeArgs& a) {
@@ -51,9 +43,8 @@ int tokenize(const TokenizeArgs& a) {
   if (req.contains("messages")) {
     const std::string tmpl =
         a.chat_template.empty() ? (dir / "chat_template.jinja").string() : a.chat_template;
-    ServingContext ctx{nullptr, tok, chat::ChatTemplate::from_file(tmpl),
-                       token_string(dir / "tokenizer_config.json", "bos_token"),
-                       token_string(dir / "tokenizer_config.json", "eos_token")};
+    const SpecialTokenStrings special = load_special_token_strings(a.dir);
+    ServingContext ctx{nullptr, tok, chat::ChatTemplate::from_file(tmpl), special.bos, special.eos};
     try {
       ChatPrompt p = render_chat_prompt(
           ctx, req["messages"], req.contains("tools") ? req["tools"] : nlohmann::ordered_json(),

@@ -133,6 +133,27 @@ TEST(GenerateCliText, PromptTextStopStringsAndText) {
   EXPECT_EQ(stopped.lines[0]["finish_reason"], "stop");
   EXPECT_EQ(stopped.lines[0]["text"], text.substr(0, cut));
   EXPECT_LT(stopped.lines[0]["output_token_ids"].size(), 12u);
+
+  // "messages" are rendered with the model's chat template exactly as `m3 tokenize` renders them.
+  const std::string msgs =
+      R"({"messages": [{"role": "user", "content": "Hi there"}], "add_generation_prompt": true})";
+  const std::string tok_in = dir.string() + "/tok_in.json", tok_out = dir.string() + "/tok_out.json";
+  std::ofstream(tok_in) << msgs;
+  ASSERT_EQ(std::system((std::string(M3_BINARY) + " tokenize --tokenizer " + dir.string() + " < " + tok_in +
+                         " > " + tok_out)
+                            .c_str()),
+            0);
+  std::ifstream tin(tok_out);
+  const auto ids_json = nlohmann::json::parse(tin)["tokens"];
+  CliRun by_messages = m3_generate(
+      "--model " + dir.string(),
+      R"({"messages": [{"role": "user", "content": "Hi there"}], "max_tokens": 5, "temperature": 0})"
+      "\n" +
+          nlohmann::json({{"prompt_token_ids", ids_json}, {"max_tokens", 5}, {"temperature", 0}}).dump() +
+          "\n");
+  ASSERT_EQ(by_messages.status, 0) << by_messages.err;
+  ASSERT_EQ(by_messages.lines.size(), 2u);
+  EXPECT_EQ(by_messages.lines[0]["output_token_ids"], by_messages.lines[1]["output_token_ids"]);
   fs::remove_all(dir);
 }
 
