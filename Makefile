@@ -11,7 +11,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 APT_PACKAGES := build-essential cmake ninja-build pkg-config git clang libclang-rt-14-dev \
   nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libyaml-cpp-dev libgtest-dev libgmock-dev \
-  libcpp-httplib-dev nodejs npm
+  libcpp-httplib-dev nodejs npm curl
 
 ifeq ($(CUDA),1)
   NVCC := $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
@@ -28,6 +28,8 @@ deps:
 	  echo "installing: $$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
+	@cd tests/e2e/server && lock=node_modules/.package-lock.json && \
+	if [ ! -e $$lock ] || [ package-lock.json -nt $$lock ]; then npm ci --no-audit --no-fund; fi
 
 build:
 	cmake -S . -B $(BUILD) -G Ninja $(CUDA_FLAGS) $(CMAKE_ARGS)
@@ -49,8 +51,9 @@ $(TINY_MODEL)/config.json: $(BUILD)/m3
 
 tiny-model: build $(TINY_MODEL)/config.json
 
+# OpenMP threads of the CPU backend wait passively so they do not starve the HTTP threads between steps.
 serve: deps build tiny-model
-	$(BUILD)/m3 serve $(MODEL) --port $(PORT) --served-model-name minimax-m3 --block-size 128 \
+	OMP_WAIT_POLICY=PASSIVE $(BUILD)/m3 serve $(MODEL) --port $(PORT) --served-model-name minimax-m3 --block-size 128 \
 	  --reasoning-parser minimax_m3 --tool-call-parser minimax_m3 --enable-auto-tool-choice $(ARGS)
 
 clean:

@@ -119,6 +119,7 @@ void AsyncEngine::loop() {
         streams_.erase(s);
       }
       if (stopping_ && streams_.empty()) return;
+      stats_ = engine_->stats();  // aborts free pages without a step: publish that too
     }
     if (!engine_->has_work()) continue;
 

@@ -5,6 +5,8 @@
 // Anthropic's SSE event sequence.
 #include <httplib.h>
 
+#include <set>
+
 #include "server/chat_prompt.h"
 #include "server/json_body.h"
 #include "server/sse.h"
@@ -107,11 +109,27 @@ Converted convert_request(const ordered_json& body, const ServerOptions& opt) {
     c.messages.push_back(msg);
   }
 
-  if (body.contains("tools") && body["tools"].is_array() && !body["tools"].empty()) {
+  if (body.contains("tools") && !body["tools"].is_null() && !body["tools"].is_array())
+    reject("'tools' must be a list", "tools");
+  const bool has_tools = body.contains("tools") && body["tools"].is_array() && !body["tools"].empty();
+  if (!has_tools && body.contains("tool_choice") && body["tool_choice"].is_object()) {
+    const std::string t = body["tool_choice"].value("type", "auto");
+    if (t == "any" || t == "tool")
+      reject("'tool_choice' is '" + t + "' but no 'tools' were given", "tool_choice");
+  }
+  if (has_tools) {
     c.tools = ordered_json::array();
+    std::set<std::string> names;
     for (const auto& t : body["tools"]) {
       if (!t.is_object() || !t.contains("name") || !t["name"].is_string())
         reject("every tool needs a name", "tools");
+      const std::string n = t["name"].get<std::string>();
+      if (n.empty() || n.find_first_of("<>\"' \t\n") != std::string::npos ||
+          n.find("]<]") != std::string::npos)
+        reject("tool name '" + n + "' contains characters that break the tool-call format", "tools");
+      if (!names.insert(n).second) reject("duplicate tool name '" + n + "'", "tools");
+      if (t.contains("input_schema") && !t["input_schema"].is_object())
+        reject("tool '" + n + "': input_schema must be a JSON schema object", "tools");
       if (t.contains("type") && t["type"].is_string() && t["type"] != "custom" && !t.contains("input_schema"))
         reject("server tool '" + t["type"].get<std::string>() + "' is not supported", "tools");
       c.tools.push_back(

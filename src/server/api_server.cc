@@ -30,12 +30,38 @@ ApiServer::ApiServer(ServerOptions options)
   http_->set_keep_alive_max_count(1000);
   http_->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;  // a route already wrote its error
+    if (res.status == 404) {        // a known path with another method: 405 naming the allowed ones
+      auto it = allow_.find(req.path);
+      if (it != allow_.end()) {
+        res.status = 405;
+        res.set_header("Allow", it->second);
+        res.set_content(openai_error_body(api_error(405, req.method + " is not allowed on " + req.path +
+                                                             "; use " + it->second))
+                            .dump(),
+                        "application/json");
+        return;
+      }
+    }
     ApiError e =
         res.status == 404 ? api_error(404, "no route for " + req.method + " " + req.path)
         : res.status == 413
             ? api_error(413, "request body exceeds " + std::to_string(opt_.max_body_bytes) + " bytes")
             : api_error(res.status, "HTTP error " + std::to_string(res.status));
     res.set_content(openai_error_body(e).dump(), "application/json");
+  });
+  // Header caps (landscape.md §4.9 row 5): cpp-httplib bounds each header line (8 KiB: its own 400) but
+  // neither their number nor their total size.
+  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    size_t bytes = 0;
+    for (const auto& [k, v] : req.headers) bytes += k.size() + v.size() + 4;
+    if (req.headers.size() <= 100 && bytes <= 32768) return httplib::Server::HandlerResponse::Unhandled;
+    res.status = 431;
+    res.set_header("Connection", "close");
+    res.set_content(
+        openai_error_body(api_error(431, "request headers too large (at most 100 headers, 32 KiB)")).dump(),
+        "application/json");
+    metrics_->http_response(431);
+    return httplib::Server::HandlerResponse::Handled;
   });
   http_->Options(".*", [this](const httplib::Request&, httplib::Response& res) {
     if (!opt_.allowed_origins.empty()) {
@@ -125,6 +151,9 @@ void ApiServer::add_route(const char* method, const std::string& pattern, Shape 
                           Handler handler) {
   auto wrapped = [this, shape, needs_auth, handler](const httplib::Request& req, httplib::Response& res) {
     if (!opt_.allowed_origins.empty()) res.set_header("Access-Control-Allow-Origin", opt_.allowed_origins[0]);
+    const std::string request_id = req.get_header_value("X-Request-Id");
+    if (!request_id.empty() && request_id.size() <= 256)
+      res.set_header("X-Request-Id", request_id);  // echoed
     try {
       if (needs_auth && !authorized(req)) throw ApiException{api_error(401, "invalid or missing API key")};
       if (req.method == "POST") {
@@ -142,6 +171,8 @@ void ApiServer::add_route(const char* method, const std::string& pattern, Shape 
     }
     metrics_->http_response(res.status);
   };
+  std::string& allow = allow_[pattern];
+  allow += (allow.empty() ? "" : ", ") + std::string(method);
   if (std::string(method) == "GET")
     http_->Get(pattern, wrapped);
   else

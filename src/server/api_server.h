@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -87,6 +88,7 @@ class ApiServer {
   std::unique_ptr<Metrics> metrics_;
   std::shared_ptr<ServingContext> ctx_;
   std::atomic<bool> draining_{false};
+  std::map<std::string, std::string> allow_;  // route path -> its methods ("GET, POST"), for 405 + Allow
 };
 
 // Route modules.

@@ -81,6 +81,8 @@ std::pair<ordered_json, bool> resolve_tools(const ordered_json& body, const Serv
     const auto& f = t.contains("function") ? t["function"] : t;
     if (!f.is_object() || !f.contains("name") || !f["name"].is_string())
       reject("every tool needs function.name", "tools");
+    if (f.contains("parameters") && !f["parameters"].is_null() && !f["parameters"].is_object())
+      reject("function.parameters must be a JSON schema object", "tools");
     const std::string n = f["name"].get<std::string>();
     if (n.empty() || n.find_first_of("<>\"' \t\n") != std::string::npos || n.find("]<]") != std::string::npos)
       reject("tool name '" + n + "' contains characters that break the tool-call format", "tools");

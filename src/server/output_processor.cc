@@ -15,14 +15,24 @@ size_t utf8_floor(const std::string& s, size_t n) {
 
 }  // namespace
 
+// The reasoning and tool-call markers are special tokens, so a detokenizer that skips special tokens would
+// hide them from the parsers: with a parser active, special tokens are dropped here instead, all but the
+// markers that parser reads.
 OutputProcessor::OutputProcessor(const Tokenizer& tokenizer, TextOptions options)
-    : detok_(tokenizer, options.skip_special_tokens), opt_(std::move(options)) {
+    : detok_(tokenizer, options.skip_special_tokens && !options.reasoning && !options.tools),
+      opt_(std::move(options)),
+      tok_(tokenizer) {
   for (const std::string& s : opt_.stop) max_stop_ = std::max(max_stop_, s.size());
   if (opt_.reasoning) reasoning_.emplace(*opt_.reasoning);
   if (opt_.tools) tools_.emplace(*opt_.tools);
+  std::vector<std::string_view> keep;
+  if (reasoning_) keep.insert(keep.end(), {kThinkOpen, kThinkClose});
+  if (tools_) keep.insert(keep.end(), {kMinimaxNamespace, "<tool_call>", "</tool_call>"});
+  for (std::string_view m : keep)
+    if (auto id = tok_.token_to_id(m)) markers_.push_back(*id);
 }
 
-void OutputProcessor::route(const std::string& text, bool eof, OutputDelta& out) {
+void OutputProcessor::route(const std::string& text, bool eof, bool truncated, OutputDelta& out) {
   std::string content = text;
   if (reasoning_) {
     ReasoningDelta r = reasoning_->push(text);
@@ -39,7 +49,7 @@ void OutputProcessor::route(const std::string& text, bool eof, OutputDelta& out)
     if (eof) {
       ToolDelta tail = tools_->finish();
       t.content += tail.content;
-      t.tool_calls.insert(t.tool_calls.end(), tail.tool_calls.begin(), tail.tool_calls.end());
+      if (!truncated) t.tool_calls.insert(t.tool_calls.end(), tail.tool_calls.begin(), tail.tool_calls.end());
     }
     out.content += t.content;
     out.tool_calls.insert(out.tool_calls.end(), t.tool_calls.begin(), t.tool_calls.end());
@@ -56,7 +66,9 @@ OutputDelta OutputProcessor::on_event(const TokenEvent& ev) {
     if (reasoning_ && reasoning_->in_reasoning()) ++reasoning_tokens_;
     out.token_ids.push_back(ev.token);
     if (ev.logprobs) out.logprobs.push_back(*ev.logprobs);
-    held_ += detok_.push(ev.token);
+    const bool dropped = opt_.skip_special_tokens && (reasoning_ || tools_) && tok_.is_special(ev.token) &&
+                         std::find(markers_.begin(), markers_.end(), ev.token) == markers_.end();
+    if (!dropped) held_ += detok_.push(ev.token);
   }
   const bool engine_done = ev.finish != FinishReason::kNone;
   if (engine_done) held_ += detok_.flush();
@@ -86,7 +98,8 @@ OutputDelta OutputProcessor::on_event(const TokenEvent& ev) {
     held_.erase(0, cut);
   }
   finished_ = stop_hit_ || engine_done;
-  route(release, finished_, out);
+  route(release, finished_,
+        !stop_hit_ && (ev.finish == FinishReason::kLength || ev.finish == FinishReason::kAbort), out);
   if (!finished_) return out;
 
   out.finished = true;

@@ -51,10 +51,14 @@ class OutputProcessor {
   size_t tool_call_count() const { return tools_ ? tools_->tool_call_count() : 0; }
 
  private:
-  void route(const std::string& text, bool eof, OutputDelta& out);
+  // `truncated`: generation was cut (length / abort), so a tool call still open at the end is left open
+  // rather than closed into a complete-looking call (landscape.md §4.9 row 48).
+  void route(const std::string& text, bool eof, bool truncated, OutputDelta& out);
 
-  IncrementalDetokenizer detok_;
+  IncrementalDetokenizer detok_;  // keeps special tokens when a parser runs; on_event filters them
   TextOptions opt_;
+  Tokenizer tok_;
+  std::vector<int32_t> markers_;  // special ids an active parser must see (think / tool-call markers)
   std::optional<ReasoningParser> reasoning_;
   std::optional<ToolCallParser> tools_;
   std::string held_;  // generated text not yet released (a stop string might start in it)
