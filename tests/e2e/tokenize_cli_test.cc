@@ -3,6 +3,7 @@
 // not a crash.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -17,7 +18,10 @@ struct Result {
 };
 
 Result run(const std::string& args, const std::string& stdin_json) {
-  const std::string in = testing::TempDir() + "/m3_tok_in.json";
+  // Unique per process and call: ctest runs the cases of this binary in parallel processes.
+  static int calls = 0;
+  const std::string in = testing::TempDir() + "/m3_tok_in_" + std::to_string(::getpid()) + "_" +
+                         std::to_string(calls++) + ".json";
   std::ofstream(in) << stdin_json;
   std::string cmd = std::string(M3_BINARY) + " " + args + " < " + in + " 2>&1";
   std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
@@ -25,6 +29,7 @@ Result run(const std::string& args, const std::string& stdin_json) {
   char buf[4096];
   for (size_t n; (n = fread(buf, 1, sizeof buf, p.get())) > 0;) out.append(buf, n);
   int status = pclose(p.release());
+  std::remove(in.c_str());
   return {WEXITSTATUS(status), out};
 }
 

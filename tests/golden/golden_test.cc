@@ -49,8 +49,9 @@ TEST_P(GoldenTest, TeacherForcedLogitsMatchReference) {
       const GoldenStep& ref = golden[p].steps[s];
       EXPECT_LT(rel_error(gather(logits[row], ref.top_ids), ref.top_logits), kLogitTol)
           << "prompt " << p << " step " << s;
-      if (ref.margin >= kMarginTol)
+      if (ref.margin >= kMarginTol) {
         EXPECT_EQ(argmax(logits[row]), ref.top_ids[0]) << "prompt " << p << " step " << s;
+      }
       if (s + 1 < golden[p].steps.size()) {
         next.push_back({static_cast<int>(p), {golden[p].output[s]}});  // sequence p was added p-th
         next_active.push_back(p);

@@ -101,8 +101,9 @@ TEST_P(CudaGolden, TeacherForcedLogitsAndGreedyIds) {
     for (size_t row = 0; row < active.size(); ++row) {
       const size_t p = active[row];
       const GoldenStep& step_ref = golden[p].steps[s];
-      if (flips[p] == 0 && step_ref.margin >= kClearMargin)
+      if (flips[p] == 0 && step_ref.margin >= kClearMargin) {
         EXPECT_EQ(argmax(logits[row]), step_ref.top_ids[0]) << "prompt " << p << " step " << s;
+      }
       if (s + 1 < golden[p].steps.size()) {
         next.push_back({int(p), {golden[p].output[s]}});
         still.push_back(p);
@@ -188,8 +189,9 @@ TEST(CudaVsCpu, RaggedChunkedBatch) {
       for (size_t r = 0; r < work.size(); ++r) {
         flipped[work[r].first] += f[r];
         flips += f[r];
-        if (flipped[work[r].first] == 0)
+        if (flipped[work[r].first] == 0) {
           EXPECT_LT(rel_error(lg[r], lc[r]), kLogitTol) << name << " " << what << " seq " << work[r].first;
+        }
       }
     };
     for (int step = 0; step < 3; ++step) {
@@ -246,8 +248,9 @@ TEST(CudaVsCpu, LongContextRealBlockSize) {
       auto b = rc.step({{sc, {ids.back()}}})[0];
       std::vector<float> sorted = b;
       std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
-      if (sorted[0] - sorted[1] >= kClearMargin)
+      if (sorted[0] - sorted[1] >= kClearMargin) {
         EXPECT_EQ(argmax(a), argmax(b)) << "len " << len << " decode " << d;
+      }
       agree += argmax(a) == argmax(b);
       ids.push_back(argmax(b));
     }

@@ -166,8 +166,11 @@ TEST_F(ScriptedBackendTest, LogitsAreZeroForTheScriptedIdAndVeryNegativeElsewher
   const std::vector<float>& row = out.logits;
   const int32_t x = ids("x")[0];
   EXPECT_EQ(row[x], 0.f);
-  for (size_t i = 0; i < row.size(); ++i)
-    if (static_cast<int32_t>(i) != x) ASSERT_LE(row[i], -1e8f) << i;
+  for (size_t i = 0; i < row.size(); ++i) {
+    if (static_cast<int32_t>(i) != x) {
+      ASSERT_LE(row[i], -1e8f) << i;
+    }
+  }
 }
 
 TEST_F(ScriptedBackendTest, FirstMatchWinsAndNoMatchMeansEos) {
