@@ -26,19 +26,19 @@ struct TokenizeArgs {
   bool skip_special = false;
 };
 
-std::string read_stdin() {
-  return std::string(std::istreambuf_iterator<char>(std::cin), {});
+// One JSON object from stdin; malformed input is an m3::Error the CLI reports.
+nlohmann::ordered_json read_request() {
+  try {
+    return parse_json_object(std::string(std::istreambuf_iterator<char>(std::cin), {}));
+  } catch (const ApiException& e) {
+    fail(ErrorKind::kInvalidArgument, "stdin: " + e.error.message);
+  }
 }
 
 int tokenize(const TokenizeArgs& a) {
   const fs::path dir(a.dir);
   Tokenizer tok = Tokenizer::load(a.dir);
-  nlohmann::ordered_json req;
-  try {
-    req = parse_json_object(read_stdin());
-  } catch (const ApiException& e) {
-    fail(ErrorKind::kInvalidArgument, "stdin: " + e.error.message);
-  }
+  const nlohmann::ordered_json req = read_request();
   nlohmann::json out;
   if (req.contains("messages")) {
     const std::string tmpl =
@@ -67,12 +67,7 @@ int tokenize(const TokenizeArgs& a) {
 
 int detokenize(const TokenizeArgs& a) {
   Tokenizer tok = Tokenizer::load(a.dir);
-  nlohmann::ordered_json req;
-  try {
-    req = parse_json_object(read_stdin());
-  } catch (const ApiException& e) {
-    fail(ErrorKind::kInvalidArgument, "stdin: " + e.error.message);
-  }
+  const nlohmann::ordered_json req = read_request();
   if (!req.contains("tokens") || !req["tokens"].is_array())
     fail(ErrorKind::kInvalidArgument, "stdin: expected {\"tokens\": [...]}");
   std::vector<int32_t> ids;

@@ -9,6 +9,7 @@
 
 #include "server/chat_prompt.h"
 #include "server/json_body.h"
+#include "server/openai_params.h"
 #include "server/sse.h"
 
 namespace m3 {
@@ -199,18 +200,7 @@ void messages(ApiServer& server, const httplib::Request& req, httplib::Response&
   spec.request.max_tokens = static_cast<int>(*max_tokens);
   SamplingParams& s = spec.request.sampling;
   s = server.options().default_sampling;
-  if (auto v = opt_number(body, "temperature")) {
-    if (*v < 0 || *v > 2) reject("'temperature' must be in [0, 2]", "temperature");
-    s.temperature = static_cast<float>(*v);
-  }
-  if (auto v = opt_number(body, "top_p")) {
-    if (!(*v > 0 && *v <= 1)) reject("'top_p' must be in (0, 1]", "top_p");
-    s.top_p = static_cast<float>(*v);
-  }
-  if (auto v = opt_int(body, "top_k")) {
-    if (*v < -1) reject("'top_k' must be -1 or non-negative", "top_k");
-    s.top_k = static_cast<int>(*v);
-  }
+  parse_basic_sampling(body, s);
   spec.text.stop = string_or_list(body, "stop_sequences", static_cast<size_t>(server.options().max_stop));
   if (server.options().reasoning_parser) spec.text.reasoning = prompt.thinking;
   if (conv.parse_tools) spec.text.tools = json::parse(prompt.tools.dump());

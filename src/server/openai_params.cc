@@ -5,6 +5,21 @@
 
 namespace m3 {
 
+void parse_basic_sampling(const nlohmann::ordered_json& j, SamplingParams& s) {
+  if (auto v = opt_number(j, "temperature")) {
+    if (*v < 0 || *v > 2) reject("'temperature' must be in [0, 2]", "temperature");
+    s.temperature = static_cast<float>(*v);
+  }
+  if (auto v = opt_number(j, "top_p")) {
+    if (!(*v > 0 && *v <= 1)) reject("'top_p' must be in (0, 1]", "top_p");
+    s.top_p = static_cast<float>(*v);
+  }
+  if (auto v = opt_int(j, "top_k")) {
+    if (*v < -1) reject("'top_k' must be -1 (off) or non-negative", "top_k");
+    s.top_k = static_cast<int>(*v);
+  }
+}
+
 void parse_openai_sampling(const nlohmann::ordered_json& j, const ApiServer& server, bool chat,
                            GenerationSpec& spec, StreamOptions& stream) {
   const ServerOptions& o = server.options();
@@ -36,18 +51,7 @@ void parse_openai_sampling(const nlohmann::ordered_json& j, const ApiServer& ser
     if (*v < 0 || *v > r.max_tokens) reject("'min_tokens' must be in [0, max_tokens]", "min_tokens");
     r.min_tokens = static_cast<int>(*v);
   }
-  if (auto v = opt_number(j, "temperature")) {
-    if (*v < 0 || *v > 2) reject("'temperature' must be in [0, 2]", "temperature");
-    s.temperature = static_cast<float>(*v);
-  }
-  if (auto v = opt_number(j, "top_p")) {
-    if (!(*v > 0 && *v <= 1)) reject("'top_p' must be in (0, 1]", "top_p");
-    s.top_p = static_cast<float>(*v);
-  }
-  if (auto v = opt_int(j, "top_k")) {
-    if (*v < -1) reject("'top_k' must be -1 (off) or non-negative", "top_k");
-    s.top_k = static_cast<int>(*v);
-  }
+  parse_basic_sampling(j, s);
   if (auto v = opt_number(j, "min_p")) {
     if (!(*v >= 0 && *v <= 1)) reject("'min_p' must be in [0, 1]", "min_p");
     s.min_p = static_cast<float>(*v);

@@ -15,6 +15,9 @@ struct StreamOptions {
   bool include_usage = false;
 };
 
+// temperature, top_p and top_k (range-checked), the sampling fields every endpoint shares.
+void parse_basic_sampling(const nlohmann::ordered_json& body, SamplingParams& sampling);
+
 // Fills spec.request (everything but the prompt, which must already be set) and spec.text.stop etc.
 // `chat` selects the chat spelling of logprobs (logprobs: bool + top_logprobs) over completions' (logprobs:
 // int).

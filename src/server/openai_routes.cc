@@ -30,6 +30,18 @@ json usage_json(const std::vector<std::shared_ptr<GenerationRun>>& runs, bool wi
   return j;
 }
 
+// The fields every streamed chunk carries around its choices (usage: null when the usage chunk will follow).
+json chunk_envelope(const std::string& id, const char* object, int64_t created, const std::string& model,
+                    json choices, bool include_usage) {
+  json c = {{"id", id},
+            {"object", object},
+            {"created", created},
+            {"model", model},
+            {"choices", std::move(choices)}};
+  if (include_usage) c["usage"] = nullptr;
+  return c;
+}
+
 json tool_calls_json(const std::vector<ToolCall>& calls) {
   json out = json::array();
   for (const ToolCall& c : calls)
@@ -156,13 +168,8 @@ void chat_completions(ApiServer& server, const httplib::Request& req, httplib::R
   if (stream.stream) {
     auto started = std::make_shared<std::vector<bool>>(spec.n, false);
     auto chunk = [=](json choices) {
-      json c = {{"id", id},
-                {"object", "chat.completion.chunk"},
-                {"created", created},
-                {"model", model},
-                {"choices", std::move(choices)}};
-      if (stream.include_usage) c["usage"] = nullptr;
-      return c;
+      return chunk_envelope(id, "chat.completion.chunk", created, model, std::move(choices),
+                            stream.include_usage);
     };
     respond_with_runs(
         res, "text/event-stream", {run},
@@ -346,13 +353,7 @@ void completions(ApiServer& server, const httplib::Request& req, httplib::Respon
   if (stream.stream) {
     auto offsets = std::make_shared<std::vector<size_t>>(runs.size() * n, 0);
     auto chunk = [=](json choices) {
-      json c = {{"id", id},
-                {"object", "text_completion"},
-                {"created", created},
-                {"model", model},
-                {"choices", std::move(choices)}};
-      if (stream.include_usage) c["usage"] = nullptr;
-      return c;
+      return chunk_envelope(id, "text_completion", created, model, std::move(choices), stream.include_usage);
     };
     respond_with_runs(
         res, "text/event-stream", runs,

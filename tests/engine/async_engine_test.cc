@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "engine/async_engine.h"
 #include "support/model_fixtures.h"
+#include "support/requests.h"
 
 namespace m3::testing {
 namespace {
@@ -15,15 +16,6 @@ using namespace std::chrono_literals;
 
 std::unique_ptr<Engine> tiny_engine(int pages = 256) {
   return std::make_unique<Engine>(load_fixture("m3-tiny-msa", pages), EngineOptions{});
-}
-
-Request greedy(std::vector<int32_t> prompt, int max_tokens) {
-  Request r;
-  r.prompt = std::move(prompt);
-  r.max_tokens = max_tokens;
-  r.sampling.temperature = 0;
-  r.ignore_eos = true;
-  return r;
 }
 
 std::vector<int32_t> drain(RequestStream& s, FinishReason* finish) {

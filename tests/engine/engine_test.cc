@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "engine/engine.h"
 #include "support/model_fixtures.h"
+#include "support/requests.h"
 
 namespace m3::testing {
 namespace {
@@ -16,15 +17,6 @@ std::map<int64_t, std::vector<int32_t>> run_all(Engine& e) {
   while (e.has_work())
     for (const TokenEvent& ev : e.step()) out[ev.request_id].push_back(ev.token);
   return out;
-}
-
-Request greedy(std::vector<int32_t> prompt, int max_tokens) {
-  Request r;
-  r.prompt = std::move(prompt);
-  r.max_tokens = max_tokens;
-  r.sampling.temperature = 0;
-  r.ignore_eos = true;
-  return r;
 }
 
 TEST(Engine, RejectsBadRequestsWithNamedErrors) {
