@@ -4,6 +4,8 @@
 // output is cut off.
 #include "chat/parsers/tool_call_parser.h"
 
+#include "common/json_escape.h"
+
 #include <chrono>
 #include <cstdint>
 #include <random>
@@ -248,7 +250,7 @@ void ToolCallParser::on_string_param(const MarkupEvent& e) {
   if (e.kind == Kind::kText) {
     if (discard_param_) return;
     std::string escaped;
-    tool_schema::append_json_escaped(escaped, e.raw);
+    append_json_escaped(escaped, e.raw);
     emit_args(escaped);
     return;
   }

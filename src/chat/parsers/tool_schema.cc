@@ -3,6 +3,8 @@
 // json.dumps style so argument strings match what Python peers produce for the same call.
 #include "chat/parsers/tool_schema.h"
 
+#include "common/json_escape.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -485,45 +487,6 @@ bool accepts_children(Schema schema) {
 
 void append_converted(std::string& out, const XmlNode& node, Schema schema) {
   convert(out, node, schema);
-}
-
-void append_json_escaped(std::string& out, std::string_view s) {
-  static const char kHex[] = "0123456789abcdef";
-  size_t run = 0;  // start of the current run of bytes that need no escaping
-  for (size_t i = 0; i < s.size(); ++i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
-    out.append(s.data() + run, i - run);
-    run = i + 1;
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        out += "\\u00";
-        out += kHex[c >> 4];
-        out += kHex[c & 15];
-    }
-  }
-  out.append(s.data() + run, s.size() - run);
 }
 
 void append_json_string(std::string& out, std::string_view s) {

@@ -45,9 +45,6 @@ void append_converted(std::string& out, const XmlNode& node, Schema schema);
 // Appends `s` as a JSON string literal. Bytes >= 0x80 are copied as they are (ensure_ascii=False).
 void append_json_string(std::string& out, std::string_view s);
 
-// Appends the escaped body of a JSON string literal (no quotes); byte-wise, so it can be applied to pieces.
-void append_json_escaped(std::string& out, std::string_view s);
-
 // Appends `value` as JSON text in the same style.
 void append_json_value(std::string& out, const nlohmann::json& value);
 

@@ -3,6 +3,8 @@
 // exponentially shared structure raises a TemplateError instead of exhausting the stack or memory.
 #include "chat/template/value.h"
 
+#include "common/json_escape.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -624,36 +626,7 @@ void json_string(std::string& out, std::string_view s, bool ensure_ascii) {
     auto c = static_cast<unsigned char>(s[i]);
     if (c < 0x80) {
       ++i;
-      switch (c) {
-        case '"':
-          out += "\\\"";
-          break;
-        case '\\':
-          out += "\\\\";
-          break;
-        case '\n':
-          out += "\\n";
-          break;
-        case '\r':
-          out += "\\r";
-          break;
-        case '\t':
-          out += "\\t";
-          break;
-        case '\b':
-          out += "\\b";
-          break;
-        case '\f':
-          out += "\\f";
-          break;
-        default:
-          if (c < 0x20) {
-            std::snprintf(buf, sizeof buf, "\\u%04x", c);
-            out += buf;
-          } else {
-            out += static_cast<char>(c);
-          }
-      }
+      append_json_escaped_ascii(out, c);
       continue;
     }
     size_t start = i;
