@@ -17,12 +17,18 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "m3serve 0.1.0");
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "debug | info | warn | error | off")->envname("M3_LOG_LEVEL");
+  std::string log_format = "text";
+  app.add_option("--log-format", log_format, "text | json (one JSON object per line)")
+      ->envname("M3_LOG_FORMAT");
   int exit_code = 0;
   m3::register_generate_command(app, exit_code);
   m3::register_serve_command(app, exit_code);
   m3::register_random_model_command(app, exit_code);
   m3::register_tokenize_commands(app, exit_code);
-  app.parse_complete_callback([&] { m3::set_log_level(m3::parse_log_level(log_level)); });
+  app.parse_complete_callback([&] {
+    m3::set_log_level(m3::parse_log_level(log_level));
+    m3::set_log_format(m3::parse_log_format(log_format));
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

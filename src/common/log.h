@@ -1,15 +1,25 @@
-// Minimal leveled logging to stderr: one line per event, "LEVEL time message". The level is set once at
-// startup (--log-level or M3_LOG_LEVEL); logging is thread-safe and never throws.
+// Leveled logging to stderr, one line per event: "LEVEL time message k=v ..." or, with --log-format json, one
+// JSON object {"time", "level", "msg", fields...} per line for log pipelines. Level and format are set once
+// at startup; logging is thread-safe and never throws.
 #pragma once
 
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace m3 {
 
 enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3, kOff = 4 };
 
+enum class LogFormat { kText, kJson };
+
 void set_log_level(LogLevel level);
+void set_log_format(LogFormat format);
+LogFormat parse_log_format(const std::string& name);  // throws m3::Error(kInvalidArgument) on an unknown name
+using LogFields = std::vector<std::pair<std::string, std::string>>;
+// An event with named fields (rendered as k=v in text, as JSON members in json).
+void log_fields(LogLevel level, const std::string& message, const LogFields& fields);
 LogLevel log_level();
 LogLevel parse_log_level(const std::string& name);  // throws m3::Error(kInvalidArgument) on an unknown name
 void log_line(LogLevel level, const std::string& message);

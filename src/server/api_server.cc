@@ -4,6 +4,8 @@
 
 #include <httplib.h>
 
+#include <chrono>
+
 #include "common/log.h"
 
 namespace m3 {
@@ -150,6 +152,7 @@ void ApiServer::send_error(httplib::Response& res, const ApiError& e, Shape shap
 void ApiServer::add_route(const char* method, const std::string& pattern, Shape shape, bool needs_auth,
                           Handler handler) {
   auto wrapped = [this, shape, needs_auth, handler](const httplib::Request& req, httplib::Response& res) {
+    const auto start = std::chrono::steady_clock::now();
     if (!opt_.allowed_origins.empty()) res.set_header("Access-Control-Allow-Origin", opt_.allowed_origins[0]);
     const std::string request_id = req.get_header_value("X-Request-Id");
     if (!request_id.empty() && request_id.size() <= 256)
@@ -170,6 +173,16 @@ void ApiServer::add_route(const char* method, const std::string& pattern, Shape 
       send_error(res, api_error(500, std::string("internal error: ") + e.what()), shape);
     }
     metrics_->http_response(res.status);
+    // Access log: for streamed responses the status and time are those of the response head (first byte).
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    log_fields(LogLevel::kInfo, "http",
+               {{"method", req.method},
+                {"path", req.path},
+                {"status", std::to_string(res.status)},
+                {"ms", std::to_string(static_cast<int64_t>(ms))},
+                {"client", req.remote_addr},
+                {"request_id", request_id}});
   };
   std::string& allow = allow_[pattern];
   allow += (allow.empty() ? "" : ", ") + std::string(method);
