@@ -5,9 +5,14 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <unistd.h>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstring>
 #include <map>
+#include <mutex>
+#include <thread>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -87,13 +92,6 @@ struct CudaModel::Impl {
       slot.second = bytes;
     }
     return static_cast<T*>(slot.first);
-  }
-  bf16* upload_bf16(const std::vector<float>& v) {
-    std::vector<uint16_t> h(v.size());
-    for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_bf16(v[i]);
-    bf16* d = own<bf16>(v.size());
-    M3_CUDA_CHECK(cudaMemcpy(d, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
-    return d;
   }
   float* upload_f32(const std::vector<float>& v) {
     float* d = own<float>(v.size());
@@ -207,18 +205,25 @@ CudaModel::CudaModel(ModelConfig config, const Checkpoint& ckpt, int num_kv_page
   const std::vector<std::string> names = resolve_weight_names(ckpt, specs);
   m.layers.resize(c.num_layers);
   for (auto& L : m.layers) L.eg.resize(c.num_experts), L.eu.resize(c.num_experts), L.ed.resize(c.num_experts);
-  double bytes = 0;
+  // Pass 1: device memory for every tensor, wired into the layer structs (single-threaded, cheap).
+  std::vector<void*> dst(specs.size());
+  std::vector<bool> fp32(specs.size());
+  std::vector<uint64_t> size(specs.size());
+  uint64_t total = 0;
   for (size_t i = 0; i < specs.size(); ++i) {
     const WeightSpec& s = specs[i];
-    std::vector<float> data = ckpt.read_f32(names[i], s.shape, c.quant_block);
+    size_t numel = 1;
+    for (int64_t d : s.shape) numel *= size_t(d);
     Impl::Layer* L = s.layer >= 0 ? &m.layers[s.layer] : nullptr;
-    const bool fp32 = s.role == WeightRole::kRouter || s.role == WeightRole::kRouterBias;
-    bytes += data.size() * (fp32 ? 4.0 : 2.0);
-    if (fp32) {
-      (s.role == WeightRole::kRouter ? L->router : L->router_bias) = m.upload_f32(data);
+    fp32[i] = s.role == WeightRole::kRouter || s.role == WeightRole::kRouterBias;
+    size[i] = numel * (fp32[i] ? 4 : 2);
+    total += size[i];
+    if (fp32[i]) {
+      dst[i] = (s.role == WeightRole::kRouter ? L->router : L->router_bias) = m.own<float>(numel);
       continue;
     }
-    bf16* d = m.upload_bf16(data);
+    bf16* d = m.own<bf16>(numel);
+    dst[i] = d;
     switch (s.role) {
       case WeightRole::kEmbed:
         m.embed = d;
@@ -296,6 +301,73 @@ CudaModel::CudaModel(ModelConfig config, const Checkpoint& ckpt, int num_kv_page
         break;
     }
   }
+  // Pass 2: fill them from the mmapped shards on parallel workers, each with a pinned staging buffer and its
+  // own stream. bf16 (and fp32 router) tensors are copied as stored; other dtypes (fp8 + scales, fp16, fp32)
+  // are converted on the host first.
+  std::atomic<size_t> next{0};
+  std::atomic<uint64_t> done{0};
+  std::exception_ptr error;
+  std::mutex error_mu;
+  auto worker = [&] {
+    constexpr size_t kStage = 64u << 20;
+    void* stage = nullptr;
+    cudaStream_t st = nullptr;
+    try {
+      M3_CUDA_CHECK(cudaMallocHost(&stage, kStage));
+      M3_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+      for (size_t i; (i = next++) < specs.size();) {
+        const TensorRef& ref = ckpt.at(names[i]);
+        const DType want = fp32[i] ? DType::kF32 : DType::kBF16;
+        std::vector<uint8_t> converted;
+        const uint8_t* src = ref.file->tensor_data(*ref.info);
+        if (ref.info->dtype != want || ref.info->shape != specs[i].shape) {
+          const std::vector<float> f =
+              ckpt.read_f32(names[i], specs[i].shape, c.quant_block);  // checks the shape
+          converted.resize(size[i]);
+          if (fp32[i])
+            std::memcpy(converted.data(), f.data(), size[i]);
+          else
+            for (size_t k = 0; k < f.size(); ++k)
+              reinterpret_cast<uint16_t*>(converted.data())[k] = f32_to_bf16(f[k]);
+          src = converted.data();
+        }
+        for (uint64_t off = 0; off < size[i]; off += kStage) {
+          const size_t n = size_t(std::min<uint64_t>(kStage, size[i] - off));
+          std::memcpy(stage, src + off, n);
+          M3_CUDA_CHECK(
+              cudaMemcpyAsync(static_cast<uint8_t*>(dst[i]) + off, stage, n, cudaMemcpyHostToDevice, st));
+          M3_CUDA_CHECK(cudaStreamSynchronize(st));
+          done += n;
+        }
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mu);
+      if (!error) error = std::current_exception();
+      next = specs.size();
+    }
+    if (st) cudaStreamDestroy(st);
+    if (stage) cudaFreeHost(stage);
+  };
+  const unsigned workers = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (unsigned w = 0; w < workers; ++w) pool.emplace_back(worker);
+  const bool tty = isatty(2);
+  auto last_print = t0;
+  while (done.load() < total && !error) {  // progress bar on a terminal, redrawn every 200 ms
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const auto now = std::chrono::steady_clock::now();
+    if (!tty || now - last_print < std::chrono::milliseconds(200)) continue;
+    last_print = now;
+    const double secs = std::chrono::duration<double>(now - t0).count();
+    const double frac = double(done.load()) / double(std::max<uint64_t>(total, 1));
+    std::fprintf(stderr, "\rloading weights [%-30s] %3.0f%% %.1f/%.1f GB %.2f GB/s",
+                 std::string(size_t(frac * 30), '#').c_str(), frac * 100, done.load() / 1e9, total / 1e9,
+                 done.load() / 1e9 / std::max(secs, 1e-9));
+  }
+  for (auto& t : pool) t.join();
+  if (tty) std::fprintf(stderr, "\n");
+  if (error) std::rethrow_exception(error);
+  const double bytes = double(total);
   if (c.tie_word_embeddings) m.lm_head = m.embed;
   Rope rope(c.rotary_dim, c.rope_theta);
   m.inv_freq = m.upload_f32(rope.inv_freq());
