@@ -45,6 +45,9 @@ bool apply_test(Evaluator& ev, const std::string& name, const Value& v, CallArgs
 // range, dict, namespace, raise_exception, strftime_now, cycler, joiner.
 void install_globals(Scope& globals);
 
+// str.replace (the method and the filter): `count` < 0 replaces all; the result is charged to the heap.
+Value replace_charged(const std::string& s, const std::string& old, const std::string& repl, int64_t count);
+
 // Python int(value) for filters and methods that require an integer argument.
 int64_t require_int(const Value& v, std::string_view what);
 

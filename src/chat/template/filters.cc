@@ -495,13 +495,7 @@ Value f_rejectattr(Evaluator& ev, const Value& v, CallArgs& a) {
 Value f_replace(Evaluator&, const Value& v, CallArgs& args) {
   ArgBinder a("replace", args, {"old", "new", "count"});
   if (!a.has(0) || !a.has(1)) raise("replace() missing required arguments 'old' and 'new'");
-  std::string s = soft_str(v), old = soft_str(*a.get(0)), repl = soft_str(*a.get(1));
-  int64_t count = a.get_int(2, -1);
-  size_t hits = old.empty() ? text::length(s) + 1 : 0;
-  if (!old.empty())
-    for (size_t p = s.find(old); p != std::string::npos; p = s.find(old, p + old.size())) ++hits;
-  charge(s.size() + hits * repl.size());
-  return Value::string(text::replace(s, old, repl, count));
+  return replace_charged(soft_str(v), soft_str(*a.get(0)), soft_str(*a.get(1)), a.get_int(2, -1));
 }
 
 Value f_reverse(Evaluator&, const Value& v, CallArgs& args) {

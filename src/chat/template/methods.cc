@@ -242,13 +242,7 @@ Value str_method(const Value& recv, const std::string& name, CallArgs& args) {
   if (name == "replace") {
     ArgBinder a(name, args, {"old", "new", "count"});
     if (!a.has(0) || !a.has(1)) raise("replace() takes at least 2 arguments");
-    std::string old = a.get_str(0, ""), repl = a.get_str(1, "");
-    int64_t count = a.get_int(2, -1);
-    size_t hits = old.empty() ? text::length(s) + 1 : 0;
-    if (!old.empty())
-      for (size_t p = s.find(old); p != std::string::npos; p = s.find(old, p + old.size())) ++hits;
-    charge(s.size() + hits * repl.size());
-    return Value::string(text::replace(s, old, repl, count));
+    return replace_charged(s, a.get_str(0, ""), a.get_str(1, ""), a.get_int(2, -1));
   }
   if (name == "upper" || name == "lower" || name == "title" || name == "capitalize") {
     ArgBinder a(name, args, {});
@@ -439,6 +433,24 @@ Value dict_items(const Value& recv) {
   return Value::list(std::move(out), Flavor::kDictItems);
 }
 
+// dict(...), namespace(...) and dict.update(...): a mapping or (key, value) pairs, then keyword arguments.
+void fill_dict(DictData& d, CallArgs& args, const char* func) {
+  if (args.pos.size() > 1) raise(std::string(func) + " expected at most 1 argument");
+  if (!args.pos.empty()) {
+    const Value& src = args.pos[0];
+    if (src.is_dict() || src.is_namespace()) {
+      for (const auto& [k, v] : src.dict_data().entries()) d.set(k, v);
+    } else {
+      for (const auto& pair : iterate(src)) {
+        std::vector<Value> kv = iterate(pair);
+        if (kv.size() != 2) raise("dictionary update sequence element has wrong length");
+        d.set(kv[0], kv[1]);
+      }
+    }
+  }
+  for (auto& [k, v] : args.kw) d.set(Value::string(k), v);
+}
+
 Value dict_method(const Value& recv, const std::string& name, CallArgs& args) {
   DictData& d = recv.dict_data();
   if (name == "items" || name == "keys" || name == "values") {
@@ -482,20 +494,7 @@ Value dict_method(const Value& recv, const std::string& name, CallArgs& args) {
     return def;
   }
   if (name == "update") {
-    if (args.pos.size() > 1) raise("update expected at most 1 argument");
-    if (!args.pos.empty()) {
-      const Value& src = args.pos[0];
-      if (src.is_dict()) {
-        for (const auto& [k, v] : src.dict_data().entries()) d.set(k, v);
-      } else {
-        for (const auto& pair : iterate(src)) {
-          std::vector<Value> kv = iterate(pair);
-          if (kv.size() != 2) raise("dictionary update sequence element has wrong length");
-          d.set(kv[0], kv[1]);
-        }
-      }
-    }
-    for (auto& [k, v] : args.kw) d.set(Value::string(k), v);
+    fill_dict(d, args, "update");
     return Value::none();
   }
   if (name == "clear") {
@@ -506,6 +505,14 @@ Value dict_method(const Value& recv, const std::string& name, CallArgs& args) {
 }
 
 }  // namespace
+
+Value replace_charged(const std::string& s, const std::string& old, const std::string& repl, int64_t count) {
+  size_t hits = old.empty() ? text::length(s) + 1 : 0;
+  if (!old.empty())
+    for (size_t p = s.find(old); p != std::string::npos; p = s.find(old, p + old.size())) ++hits;
+  charge(s.size() + hits * repl.size());
+  return Value::string(text::replace(s, old, repl, count));
+}
 
 bool has_method(const Value& receiver, std::string_view name) {
   switch (receiver.kind()) {
@@ -590,23 +597,6 @@ Value g_range(Evaluator&, CallArgs& args) {
     if ((step > 0 && v > INT64_MAX - step) || (step < 0 && v < INT64_MIN - step)) break;
   }
   return Value::list(std::move(out));
-}
-
-void fill_dict(DictData& d, CallArgs& args, const char* func) {
-  if (args.pos.size() > 1) raise(std::string(func) + " expected at most 1 argument");
-  if (!args.pos.empty()) {
-    const Value& src = args.pos[0];
-    if (src.is_dict() || src.is_namespace()) {
-      for (const auto& [k, v] : src.dict_data().entries()) d.set(k, v);
-    } else {
-      for (const auto& pair : iterate(src)) {
-        std::vector<Value> kv = iterate(pair);
-        if (kv.size() != 2) raise("dictionary update sequence element has wrong length");
-        d.set(kv[0], kv[1]);
-      }
-    }
-  }
-  for (auto& [k, v] : args.kw) d.set(Value::string(k), v);
 }
 
 Value g_dict(Evaluator&, CallArgs& args) {
