@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "apps/bench_command.h"
 #include "apps/generate_command.h"
 #include "apps/random_model_command.h"
 #include "apps/serve_command.h"
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
   m3::register_serve_command(app, exit_code);
   m3::register_random_model_command(app, exit_code);
   m3::register_tokenize_commands(app, exit_code);
+  m3::register_bench_command(app, exit_code);
   app.parse_complete_callback([&] {
     m3::set_log_level(m3::parse_log_level(log_level));
     m3::set_log_format(m3::parse_log_format(log_format));
