@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 
 #include "common/error.h"
 
@@ -76,7 +77,13 @@ void Engine::validate(const Request& r) const {
 int64_t Engine::add(Request r) {
   validate(r);
   const int64_t id = next_id_++;
-  std::mt19937_64 rng(r.seed ? *r.seed : std::random_device{}() ^ (static_cast<uint64_t>(id) << 32));
+  uint64_t seed = 0;
+  if (r.seed) {
+    seed = *r.seed;
+  } else {
+    std::random_device entropy;
+    seed = ((uint64_t{entropy()} << 32) | entropy()) ^ static_cast<uint64_t>(id);
+  }
   sched_.add(id, r.prompt);
   PenaltyState penalties;
   if (r.sampling.repetition_penalty != 1.0f) {
@@ -85,7 +92,7 @@ int64_t Engine::add(Request r) {
     penalties.prompt_tokens.erase(std::unique(penalties.prompt_tokens.begin(), penalties.prompt_tokens.end()),
                                   penalties.prompt_tokens.end());
   }
-  active_.emplace(id, Active{std::move(r), rng, 0, std::move(penalties)});
+  active_.emplace(id, Active{std::move(r), seed, 0, std::move(penalties)});
   return id;
 }
 
@@ -115,7 +122,7 @@ FinishReason Engine::check_stop(const Active& a, int32_t token) const {
   return FinishReason::kNone;
 }
 
-int32_t Engine::sample(Active& a, float* logits, int32_t vocab, std::optional<TokenLogprobs>* logprobs) {
+std::vector<LogitAdjustment> Engine::adjustments(const Active& a) const {
   const Request& r = a.req;
   std::vector<int32_t> banned;
   if (a.generated < r.min_tokens) {
@@ -123,15 +130,20 @@ int32_t Engine::sample(Active& a, float* logits, int32_t vocab, std::optional<To
     if (!r.ignore_eos)
       banned.insert(banned.end(), config().eos_token_ids.begin(), config().eos_token_ids.end());
   }
-  const bool adjust = needs_adjustment(r.sampling) || !banned.empty();
+  return logit_adjustments(r.sampling, a.penalties, banned, config().vocab_size);
+}
+
+int32_t Engine::sample_on_host(Active& a, float* logits, int32_t vocab,
+                               std::optional<TokenLogprobs>* logprobs) {
+  const SamplingParams& p = a.req.sampling;
+  const std::vector<LogitAdjustment> entries = adjustments(a);
   // Logprobs are reported from the raw model logits, so keep them when the sampler is about to edit the row.
   std::vector<float> raw;
-  if (r.sampling.logprobs >= 0 && adjust) raw.assign(logits, logits + vocab);
-  if (adjust) adjust_logits({logits, static_cast<size_t>(vocab)}, r.sampling, a.penalties, banned);
-  const int32_t token = sample_token(logits, vocab, r.sampling, a.rng);
-  if (r.sampling.logprobs >= 0)
-    *logprobs = compute_logprobs(raw.empty() ? logits : raw.data(), vocab, token, r.sampling.logprobs);
-  ++a.penalties.output_counts[token];
+  if (p.logprobs >= 0 && !entries.empty()) raw.assign(logits, logits + vocab);
+  apply_logit_adjustments({logits, static_cast<size_t>(vocab)}, entries, penalties_of(p));
+  const int32_t token = sample_token(logits, vocab, sampling_row(p, sample_uniform(a.seed, a.generated)));
+  if (p.logprobs >= 0)
+    *logprobs = compute_logprobs(raw.empty() ? logits : raw.data(), vocab, token, p.logprobs);
   return token;
 }
 
@@ -157,7 +169,24 @@ std::vector<TokenEvent> Engine::step() {
     batch.seqs.push_back(chunk);
     if (c.samples) sampled_ids.push_back(c.seq_id);
   }
+  // Device sampling unless a row wants logprobs (they need the logits on the host).
+  const bool on_device = backend_->samples_on_device() && !sampled_ids.empty() &&
+                         std::none_of(sampled_ids.begin(), sampled_ids.end(),
+                                      [&](int64_t id) { return active_.at(id).req.sampling.logprobs >= 0; });
+  if (on_device) {
+    for (int64_t id : sampled_ids) {
+      const Active& a = active_.at(id);
+      const std::vector<LogitAdjustment> entries = adjustments(a);
+      const auto begin = static_cast<int32_t>(batch.sampling_adjustments.size());
+      batch.sampling_adjustments.insert(batch.sampling_adjustments.end(), entries.begin(), entries.end());
+      batch.sampling.push_back(sampling_row(a.req.sampling, sample_uniform(a.seed, a.generated), begin,
+                                            static_cast<int32_t>(batch.sampling_adjustments.size())));
+    }
+  }
   ForwardOutput out = backend_->forward(batch);
+  if (on_device && out.sampled.size() != sampled_ids.size())
+    fail(ErrorKind::kInternal, "the backend sampled " + std::to_string(out.sampled.size()) + " rows of " +
+                                   std::to_string(sampled_ids.size()));
   sched_.commit(plan);
   for (const ScheduledChunk& c : plan.chunks)
     if (sched_.seq(c.seq_id).num_prompt > c.start_pos)
@@ -167,7 +196,12 @@ std::vector<TokenEvent> Engine::step() {
     const int64_t id = sampled_ids[row];
     Active& a = active_.at(id);
     std::optional<TokenLogprobs> logprobs;
-    int32_t token = sample(a, out.logits.data() + row * out.vocab, out.vocab, &logprobs);
+    const int32_t token = on_device
+                              ? out.sampled[row]
+                              : sample_on_host(a, out.logits.data() + row * out.vocab, out.vocab, &logprobs);
+    if (token < 0 || token >= config().vocab_size)
+      fail(ErrorKind::kInternal, "sampled token id " + std::to_string(token) + " is outside the vocabulary");
+    ++a.penalties.output_counts[token];
     ++a.generated;
     ++counters_.generated_tokens;
     FinishReason fr = check_stop(a, token);

@@ -1,13 +1,15 @@
 // The step loop: scheduler plan -> ForwardBatch -> backend forward -> sampling -> stop checks -> events.
 // Requests are validated on entry (length limits, token ids, sampling ranges) so a bad request is rejected
 // with a clear error and never reaches the model. Stop strings are the caller's business (it owns the text).
+// Sampling runs on the backend's device when it offers to (ModelBackend::samples_on_device) and no row of the
+// step wants logprobs, else on the host; both follow engine/sampler.h with the draw sample_uniform(seed,
+// index of the output token), so the device never changes the tokens.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -74,11 +76,13 @@ class Engine {
  private:
   struct Active {
     Request req;
-    std::mt19937_64 rng;
+    uint64_t seed = 0;  // the request's seed or a random one; draw i is sample_uniform(seed, i)
     int generated = 0;
     PenaltyState penalties;
   };
-  int32_t sample(Active& a, float* logits, int32_t vocab, std::optional<TokenLogprobs>* logprobs);
+  // Bias, penalties and min_tokens bans for the request's next token.
+  std::vector<LogitAdjustment> adjustments(const Active& a) const;
+  int32_t sample_on_host(Active& a, float* logits, int32_t vocab, std::optional<TokenLogprobs>* logprobs);
   FinishReason check_stop(const Active& a, int32_t token) const;
 
   std::unique_ptr<ModelBackend> backend_;

@@ -1,13 +1,13 @@
-// Sampling: logit adjustments first (bias, penalties, bans), then filters on the softmax of logits /
-// temperature in the order top-k, top-p, min-p (vLLM's order), then one draw from the renormalised
-// distribution.
+// The CPU reference sampler: adjustment lists, the filter rule of sampler.h and the ascending-id draw, plus
+// log-probabilities. Written for reading, not speed; the CUDA kernel follows the same rule.
 #include "engine/sampler.h"
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <numeric>
 #include <vector>
+
+#include "common/error.h"
 
 namespace m3 {
 
@@ -16,26 +16,159 @@ bool needs_adjustment(const SamplingParams& p) {
          p.frequency_penalty != 0.0f;
 }
 
+Penalties penalties_of(const SamplingParams& p) {
+  return {p.repetition_penalty, p.presence_penalty, p.frequency_penalty};
+}
+
+std::vector<LogitAdjustment> logit_adjustments(const SamplingParams& p, const PenaltyState& st,
+                                               std::span<const int32_t> banned, int32_t vocab) {
+  // Four sources, each ascending by id, merged in one walk.
+  static const std::vector<int32_t> kNone;
+  const std::vector<int32_t>& prompt = p.repetition_penalty != 1.0f ? st.prompt_tokens : kNone;
+  const bool counts =
+      p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+  std::vector<int32_t> bans(banned.begin(), banned.end());
+  std::sort(bans.begin(), bans.end());
+  auto bias = p.logit_bias.begin();
+  auto count = counts ? st.output_counts.begin() : st.output_counts.end();
+  auto in_prompt = prompt.begin();
+  auto ban = bans.begin();
+  std::vector<LogitAdjustment> out;
+  for (;;) {
+    int64_t id = INT64_MAX;
+    if (bias != p.logit_bias.end()) id = std::min<int64_t>(id, bias->first);
+    if (count != st.output_counts.end()) id = std::min<int64_t>(id, count->first);
+    if (in_prompt != prompt.end()) id = std::min<int64_t>(id, *in_prompt);
+    if (ban != bans.end()) id = std::min<int64_t>(id, *ban);
+    if (id == INT64_MAX) break;
+    LogitAdjustment a;
+    a.id = static_cast<int32_t>(id);
+    if (bias != p.logit_bias.end() && bias->first == id) a.bias = (bias++)->second;
+    if (count != st.output_counts.end() && count->first == id) a.output_count = (count++)->second;
+    for (; in_prompt != prompt.end() && *in_prompt == id; ++in_prompt) a.in_prompt = 1;
+    for (; ban != bans.end() && *ban == id; ++ban) a.banned = 1;
+    if (id >= 0 && id < vocab) out.push_back(a);
+  }
+  return out;
+}
+
+void apply_logit_adjustments(std::span<float> logits, std::span<const LogitAdjustment> entries,
+                             const Penalties& penalties) {
+  for (const LogitAdjustment& a : entries)
+    if (a.id >= 0 && static_cast<size_t>(a.id) < logits.size())
+      logits[a.id] = adjust_logit(logits[a.id], a, penalties);
+}
+
 void adjust_logits(std::span<float> logits, const SamplingParams& p, const PenaltyState& st,
                    std::span<const int32_t> banned) {
-  const int32_t vocab = static_cast<int32_t>(logits.size());
-  for (const auto& [id, bias] : p.logit_bias)
-    if (id >= 0 && id < vocab) logits[id] += bias;
-  if (p.repetition_penalty != 1.0f) {
-    auto penalise = [&](int32_t id) {
-      if (id < 0 || id >= vocab) return;
-      logits[id] = logits[id] > 0 ? logits[id] / p.repetition_penalty : logits[id] * p.repetition_penalty;
+  apply_logit_adjustments(logits, logit_adjustments(p, st, banned, static_cast<int32_t>(logits.size())),
+                          penalties_of(p));
+}
+
+SamplingRow sampling_row(const SamplingParams& p, double u, int32_t adj_begin, int32_t adj_end) {
+  SamplingRow row;
+  row.temperature = p.temperature;
+  row.top_p = p.top_p;
+  row.top_k = p.top_k;
+  row.min_p = p.min_p;
+  row.penalties = penalties_of(p);
+  row.u = u;
+  row.adj_begin = adj_begin;
+  row.adj_end = adj_end;
+  return row;
+}
+
+int32_t sample_token(const float* logits, int32_t vocab, const SamplingRow& s, SampleMargins* margins) {
+  int32_t best = 0;
+  for (int32_t i = 1; i < vocab; ++i)
+    if (sort_key(logits[i]) > sort_key(logits[best])) best = i;
+  const float max_logit = logits[best];
+  if (!(s.temperature > 0.0f) || !std::isfinite(max_logit)) return best;
+
+  // Top-k / top-p need the order (descending logit, ties by ascending id) of their candidates only.
+  std::vector<int32_t> order;
+  const bool top_k = s.top_k > 0 && s.top_k < vocab;
+  if (top_k || s.top_p < 1.0f) {
+    order.resize(vocab);
+    std::iota(order.begin(), order.end(), 0);
+    auto before = [&](int32_t a, int32_t b) {
+      const uint32_t ka = sort_key(logits[a]), kb = sort_key(logits[b]);
+      return ka != kb ? ka > kb : a < b;
     };
-    for (int32_t id : st.prompt_tokens)
-      if (!st.output_counts.count(id)) penalise(id);
-    for (const auto& [id, n] : st.output_counts) penalise(id);
+    if (top_k) {
+      std::partial_sort(order.begin(), order.begin() + s.top_k, order.end(), before);
+      order.resize(s.top_k);
+    } else {
+      std::sort(order.begin(), order.end(), before);
+    }
   }
-  for (const auto& [id, n] : st.output_counts) {
-    if (id < 0 || id >= vocab) continue;
-    logits[id] -= p.frequency_penalty * static_cast<float>(n) + (n > 0 ? p.presence_penalty : 0.0f);
+  std::vector<double> prob(vocab, 0.0);
+  std::vector<char> keep(vocab, order.empty());
+  if (order.empty()) {
+    for (int32_t i = 0; i < vocab; ++i) prob[i] = token_probability(logits[i], max_logit, s.temperature);
+  } else {
+    double mass = 0;
+    for (int32_t id : order) mass += prob[id] = token_probability(logits[id], max_logit, s.temperature);
+    size_t n = order.size();
+    if (s.top_p < 1.0f) {
+      const double target = static_cast<double>(s.top_p) * mass;
+      double prefix = 0;
+      for (n = 0; n < order.size();) {
+        const double before = prefix;
+        prefix += prob[order[n++]];
+        if (prefix >= target) {
+          if (margins) margins->top_p = std::min(prefix - target, target - before) / mass;
+          break;
+        }
+      }
+      if (margins && prefix < target) margins->top_p = 0;  // rounding left the whole top-k short of target
+    }
+    for (size_t i = 0; i < n; ++i) keep[order[i]] = 1;
   }
-  for (int32_t id : banned)
-    if (id >= 0 && id < vocab) logits[id] = -std::numeric_limits<float>::infinity();
+  double kept_mass = 0;
+  for (int32_t i = 0; i < vocab; ++i) {
+    keep[i] = keep[i] && prob[i] > 0.0 && prob[i] >= static_cast<double>(s.min_p);
+    if (keep[i]) kept_mass += prob[i];
+  }
+  const double r = s.u * kept_mass;
+  double running = 0;
+  int32_t last = best;
+  for (int32_t i = 0; i < vocab; ++i) {
+    if (!keep[i]) continue;
+    const double before = running;
+    running += prob[i];
+    last = i;
+    if (running > r) {
+      if (margins) margins->draw = std::min(r - before, running - r) / kept_mass;
+      return i;
+    }
+  }
+  if (margins) margins->draw = 0;
+  return last;
+}
+
+int32_t sample_token(const float* logits, int32_t vocab, const SamplingParams& params, double u) {
+  return sample_token(logits, vocab, sampling_row(params, u));
+}
+
+std::vector<int32_t> sample_rows(std::span<float> logits, int32_t vocab, std::span<const SamplingRow> rows,
+                                 std::span<const LogitAdjustment> adjustments,
+                                 std::vector<SampleMargins>* margins) {
+  if (vocab <= 0 || logits.size() != rows.size() * static_cast<size_t>(vocab))
+    fail(ErrorKind::kInternal, "sample_rows: logits do not hold one row of the vocabulary per sampling row");
+  std::vector<int32_t> ids(rows.size());
+  if (margins) margins->assign(rows.size(), {});
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const SamplingRow& row = rows[r];
+    if (row.adj_begin < 0 || row.adj_begin > row.adj_end ||
+        static_cast<size_t>(row.adj_end) > adjustments.size())
+      fail(ErrorKind::kInternal, "sample_rows: adjustment range out of bounds");
+    std::span<float> l = logits.subspan(r * vocab, vocab);
+    apply_logit_adjustments(l, adjustments.subspan(row.adj_begin, row.adj_end - row.adj_begin),
+                            row.penalties);
+    ids[r] = sample_token(l.data(), vocab, row, margins ? &(*margins)[r] : nullptr);
+  }
+  return ids;
 }
 
 TokenLogprobs compute_logprobs(const float* logits, int32_t vocab, int32_t chosen, int top_k) {
@@ -56,56 +189,6 @@ TokenLogprobs compute_logprobs(const float* logits, int32_t vocab, int32_t chose
     for (int i = 0; i < k; ++i) out.top.push_back({ids[i], logits[ids[i]] - log_z});
   }
   return out;
-}
-
-int32_t sample_token(const float* logits, int32_t vocab, const SamplingParams& p, std::mt19937_64& rng) {
-  if (p.temperature <= 0.0f) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < vocab; ++i)
-      if (logits[i] > logits[best]) best = i;
-    return best;
-  }
-  std::vector<int32_t> ids(vocab);
-  std::iota(ids.begin(), ids.end(), 0);
-  auto by_logit = [&](int32_t a, int32_t b) {
-    return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
-  };
-  int32_t keep = vocab;
-  if (p.top_k > 0 && p.top_k < vocab) {
-    keep = p.top_k;
-    std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(), by_logit);
-  } else {
-    std::sort(ids.begin(), ids.end(), by_logit);
-  }
-  std::vector<double> probs(keep);
-  const double mx = logits[ids[0]];
-  double total = 0;
-  for (int32_t i = 0; i < keep; ++i) total += probs[i] = std::exp((logits[ids[i]] - mx) / p.temperature);
-  // top-p: smallest prefix (in descending probability) whose mass reaches top_p.
-  if (p.top_p < 1.0f) {
-    double mass = 0;
-    for (int32_t i = 0; i < keep; ++i) {
-      mass += probs[i] / total;
-      if (mass >= p.top_p) {
-        keep = i + 1;
-        break;
-      }
-    }
-  }
-  if (p.min_p > 0.0f) {
-    const double floor = p.min_p * probs[0];
-    int32_t k = 1;
-    while (k < keep && probs[k] >= floor) ++k;
-    keep = k;
-  }
-  double kept = 0;
-  for (int32_t i = 0; i < keep; ++i) kept += probs[i];
-  double r = std::uniform_real_distribution<double>(0.0, kept)(rng);
-  for (int32_t i = 0; i < keep; ++i) {
-    r -= probs[i];
-    if (r < 0) return ids[i];
-  }
-  return ids[keep - 1];
 }
 
 }  // namespace m3

@@ -18,12 +18,20 @@ class ModelBackend {
   virtual int num_kv_pages() const = 0;
   // Runs the batch; KV (and index-K) of the new tokens are written to their pages first.
   virtual ForwardOutput forward(const ForwardBatch& batch, const ForwardOptions& options = {}) = 0;
+  // True when forward() honours ForwardBatch::sampling: it samples on its device and returns
+  // ForwardOutput::sampled.
+  virtual bool samples_on_device() const { return false; }
 };
 
 struct BackendOptions {
   std::string device = "cpu";  // cpu | cuda | scripted (testing: see model/scripted_backend.h)
   int num_kv_pages = 0;        // KV pages to allocate (page = config.msa.block_size tokens); cuda: 0 = auto
   double gpu_memory_utilization = 0.9;  // cuda: share of device memory for weights + KV when sizing the pool
+  int max_num_batched_tokens = 8192;    // cuda: the largest step, profiled by the memory plan
+  int max_num_seqs = 256;               // cuda: the largest decode batch (top CUDA-graph bucket)
+  int64_t max_model_len = 0;            // cuda: 0 = the model's
+  bool enforce_eager = false;           // cuda: no CUDA graphs
+  std::string load_format = "auto";     // auto | safetensors | dummy (cuda: random weights, no checkpoint)
   std::string script;                   // device "scripted": the response script (JSON)
 };
 

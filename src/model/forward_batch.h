@@ -7,6 +7,8 @@
 #include <span>
 #include <vector>
 
+#include "common/sampling_math.h"
+
 namespace m3 {
 
 struct SeqChunk {
@@ -20,6 +22,11 @@ struct SeqChunk {
 struct ForwardBatch {
   std::vector<int32_t> token_ids;
   std::vector<SeqChunk> seqs;
+  // Optional, only for backends that sample on their device (ModelBackend::samples_on_device): one row per
+  // logits row, in batch order, each with its entries [adj_begin, adj_end) of sampling_adjustments. The
+  // backend then returns ForwardOutput::sampled (the rule of engine/sampler.h) and need not return logits.
+  std::vector<SamplingRow> sampling;
+  std::vector<LogitAdjustment> sampling_adjustments;
 };
 
 // Blocks one token attends in one MSA layer: [kv group] -> ascending block ids.
@@ -27,7 +34,8 @@ using BlockSelection = std::vector<std::vector<int32_t>>;
 
 struct ForwardOutput {
   int32_t vocab = 0;
-  std::vector<float> logits;  // [rows, vocab], one row per SeqChunk with want_logits, in batch order
+  std::vector<float> logits;     // [rows, vocab], one row per SeqChunk with want_logits, in batch order
+  std::vector<int32_t> sampled;  // [rows] token ids, when the batch carried sampling rows
   // Optional trace (ForwardOptions::trace_hidden): per logits row, the last token's residual stream after the
   // embedding and after each decoder layer ([num_layers + 1][hidden]).
   std::vector<std::vector<std::vector<float>>> hidden_trace;

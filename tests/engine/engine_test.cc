@@ -1,8 +1,11 @@
-// Engine: request validation, stop conditions, seeded sampling independent of batch composition, and a pool
-// too small for all requests at once (preemption by recompute gives the same greedy output).
+// Engine: request validation, stop conditions, seeded sampling independent of batch composition and of the
+// device that samples (host vs a backend that samples itself, with logprob steps falling back to the host),
+// and a pool too small for all requests at once (preemption by recompute gives the same greedy output).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
+#include <memory>
 
 #include "common/error.h"
 #include "engine/engine.h"
@@ -125,6 +128,158 @@ TEST(Engine, MinTokensMasksStopTokensAndLogprobsAreReported) {
     EXPECT_LE(ev.logprobs->logprob, 0.0f);
     EXPECT_GE(ev.logprobs->top[0].second, ev.logprobs->top[2].second);
   }
+}
+
+}  // namespace
+}  // namespace m3::testing
+
+namespace m3::testing {
+namespace {
+
+// A backend that "samples on its device" with the CPU twin of the kernel (sample_rows) and records what each
+// forward call carried.
+class DeviceSamplingBackend : public ModelBackend {
+ public:
+  struct Call {
+    size_t logit_rows = 0;
+    std::vector<SamplingRow> rows;
+    std::vector<LogitAdjustment> adjustments;
+  };
+  explicit DeviceSamplingBackend(std::unique_ptr<ModelBackend> inner,
+                                 std::shared_ptr<std::vector<Call>> calls)
+      : inner_(std::move(inner)), calls_(std::move(calls)) {}
+  const ModelConfig& config() const override { return inner_->config(); }
+  const char* device_name() const override { return "fake-device"; }
+  int num_kv_pages() const override { return inner_->num_kv_pages(); }
+  bool samples_on_device() const override { return true; }
+  ForwardOutput forward(const ForwardBatch& batch, const ForwardOptions& options) override {
+    ForwardOutput out = inner_->forward(batch, options);
+    const size_t rows = out.vocab ? out.logits.size() / out.vocab : 0;
+    calls_->push_back({rows, batch.sampling, batch.sampling_adjustments});
+    if (!batch.sampling.empty()) {
+      out.sampled = sample_rows(out.logits, out.vocab, batch.sampling, batch.sampling_adjustments);
+      out.logits.clear();  // the engine must not need them
+    }
+    return out;
+  }
+
+ private:
+  std::unique_ptr<ModelBackend> inner_;
+  std::shared_ptr<std::vector<Call>> calls_;
+};
+
+Request sampled_request(std::vector<int32_t> prompt, uint64_t seed) {
+  Request r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = 12;
+  r.seed = seed;
+  r.ignore_eos = true;
+  r.sampling.temperature = 0.9f;
+  r.sampling.top_k = 40;
+  r.sampling.top_p = 0.95f;
+  r.sampling.min_p = 0.01f;
+  r.sampling.repetition_penalty = 1.3f;
+  r.sampling.presence_penalty = 0.4f;
+  r.sampling.frequency_penalty = 0.3f;
+  r.sampling.logit_bias = {{7, 3.0f}, {9, -2.0f}};
+  return r;
+}
+
+TEST(EngineDeviceSampling, RowsCarryTheParamsTheDrawAndTheAdjustments) {
+  auto calls = std::make_shared<std::vector<DeviceSamplingBackend::Call>>();
+  Engine e(std::make_unique<DeviceSamplingBackend>(load_fixture("m3-tiny-msa"), calls), {});
+  Request r = sampled_request({5, 6, 7, 5, 9}, 77);
+  r.min_tokens = 3;
+  r.stop_token_ids = {11, 12};
+  e.add(r);
+  std::vector<int32_t> tokens;
+  while (e.has_work())
+    for (const TokenEvent& ev : e.step()) tokens.push_back(ev.token);
+  ASSERT_EQ(calls->size(), tokens.size());
+  PenaltyState state;
+  state.prompt_tokens = {5, 6, 7, 9};
+  for (size_t k = 0; k < calls->size(); ++k) {
+    const DeviceSamplingBackend::Call& c = (*calls)[k];
+    ASSERT_EQ(c.rows.size(), 1u) << "step " << k;
+    ASSERT_EQ(c.logit_rows, 1u);
+    const SamplingRow& row = c.rows[0];
+    EXPECT_EQ(row.u, sample_uniform(77, k)) << "the draw of output token " << k;
+    EXPECT_EQ(row.temperature, 0.9f);
+    EXPECT_EQ(row.top_k, 40);
+    EXPECT_EQ(row.top_p, 0.95f);
+    EXPECT_EQ(row.min_p, 0.01f);
+    EXPECT_EQ(row.penalties.repetition, 1.3f);
+    EXPECT_EQ(row.penalties.presence, 0.4f);
+    EXPECT_EQ(row.penalties.frequency, 0.3f);
+    ASSERT_EQ(row.adj_begin, 0);
+    ASSERT_EQ(row.adj_end, static_cast<int32_t>(c.adjustments.size()));
+    const std::vector<int32_t> banned = k < 3 ? r.stop_token_ids : std::vector<int32_t>{};
+    const auto want = logit_adjustments(r.sampling, state, banned, e.config().vocab_size);
+    ASSERT_EQ(c.adjustments.size(), want.size()) << "step " << k;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(c.adjustments[i].id, want[i].id);
+      EXPECT_EQ(c.adjustments[i].bias, want[i].bias);
+      EXPECT_EQ(c.adjustments[i].output_count, want[i].output_count);
+      EXPECT_EQ(c.adjustments[i].in_prompt, want[i].in_prompt);
+      EXPECT_EQ(c.adjustments[i].banned, want[i].banned);
+    }
+    ++state.output_counts[tokens[k]];
+  }
+}
+
+TEST(EngineDeviceSampling, GivesTheHostsTokensAndLogprobStepsSampleOnTheHost) {
+  auto run = [](bool device, std::vector<DeviceSamplingBackend::Call>* seen) {
+    auto calls = std::make_shared<std::vector<DeviceSamplingBackend::Call>>();
+    std::unique_ptr<ModelBackend> backend = load_fixture("m3-tiny-msa");
+    if (device) backend = std::make_unique<DeviceSamplingBackend>(std::move(backend), calls);
+    Engine e(std::move(backend), {});
+    Request with_logprobs = sampled_request({3, 4, 5}, 5);
+    with_logprobs.max_tokens = 4;
+    with_logprobs.sampling.logprobs = 2;
+    std::vector<int64_t> ids = {e.add(sampled_request({1, 2, 3, 4}, 1)), e.add(greedy({8, 9, 10}, 12)),
+                                e.add(with_logprobs)};
+    std::map<int64_t, std::vector<TokenEvent>> events;
+    while (e.has_work())
+      for (TokenEvent& ev : e.step()) events[ev.request_id].push_back(std::move(ev));
+    if (seen) *seen = *calls;
+    std::vector<std::vector<int32_t>> tokens;
+    for (int64_t id : ids) {
+      tokens.emplace_back();
+      for (const TokenEvent& ev : events[id]) tokens.back().push_back(ev.token);
+    }
+    for (const TokenEvent& ev : events[ids[2]]) EXPECT_TRUE(ev.logprobs.has_value());
+    return tokens;
+  };
+  std::vector<DeviceSamplingBackend::Call> calls;
+  const auto on_device = run(true, &calls);
+  EXPECT_EQ(on_device, run(false, nullptr));
+  EXPECT_EQ(on_device[2].size(), 4u);
+  // While the logprobs request runs, whole steps sample on the host (logits returned, no rows); after it, on
+  // the device.
+  size_t host_steps = 0, device_steps = 0;
+  for (const auto& c : calls) {
+    if (c.logit_rows == 0) continue;
+    if (c.rows.empty()) {
+      ++host_steps;
+    } else {
+      EXPECT_EQ(c.rows.size(), c.logit_rows);
+      ++device_steps;
+    }
+  }
+  EXPECT_EQ(host_steps, 4u);
+  EXPECT_EQ(device_steps, 8u);
+}
+
+TEST(EngineDeviceSampling, SeedsRepeatAndConsecutiveSeedsDiffer) {
+  Engine e(load_fixture("m3-tiny-msa"), {});
+  Request r = sampled_request({5, 6, 7, 8}, 99);
+  r.sampling = SamplingParams{};  // plain temperature 1 over the whole vocabulary
+  const int64_t a = e.add(r), b = e.add(r);
+  r.seed = 100;  // the second choice of an n = 2 request
+  const int64_t c = e.add(r);
+  auto out = run_all(e);
+  EXPECT_EQ(out[a], out[b]);
+  EXPECT_NE(out[a], out[c]);
 }
 
 }  // namespace
