@@ -102,6 +102,9 @@ int run(const GenerateArgs& a) {
   BackendOptions bo;
   bo.device = resolve_device(a.device);
   bo.num_kv_pages = kv_pages_needed(config, lines, a);
+  bo.max_num_batched_tokens = a.max_num_batched_tokens;
+  bo.max_num_seqs = a.max_num_seqs;
+  bo.max_model_len = a.max_model_len;
   auto t0 = std::chrono::steady_clock::now();
   Engine engine(load_backend(a.model, bo), {a.max_num_seqs, a.max_num_batched_tokens, a.max_model_len});
   auto t1 = std::chrono::steady_clock::now();

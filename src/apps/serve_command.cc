@@ -42,6 +42,11 @@ std::shared_ptr<ServingContext> load_model(const ServeConfig& cfg, const ModelCo
   const int64_t want_len =
       cfg.engine.max_model_len > 0 ? cfg.engine.max_model_len : model.max_position_embeddings;
   bo.gpu_memory_utilization = cfg.gpu_memory_utilization;
+  bo.max_num_batched_tokens = cfg.engine.max_num_batched_tokens;
+  bo.max_num_seqs = cfg.engine.max_num_seqs;
+  bo.max_model_len = want_len;
+  bo.enforce_eager = cfg.enforce_eager;
+  bo.load_format = cfg.load_format;
   if (bo.device == "cuda")
     bo.num_kv_pages = cfg.num_kv_pages;  // 0: sized from free GPU memory
   else

@@ -58,6 +58,10 @@ void add_serve_flags(CLI::App& cmd, ServeConfig& c) {
   cmd.add_option("--max-body-bytes", s.max_body_bytes, "Largest request body (413 above)");
   cmd.add_option("--num-kv-pages", c.num_kv_pages, "KV pages (cpu; default from --kv-cache-gb)");
   cmd.add_option("--kv-cache-gb", c.kv_cache_gb, "KV pool size (cpu)");
+  cmd.add_option("--load-format", c.load_format,
+                 "auto | safetensors | dummy (cuda: random weights generated on the device, for benchmarks)");
+  cmd.add_flag("--enforce-eager,--disable-cuda-graph", c.enforce_eager,
+               "cuda: run decode steps eagerly instead of replaying CUDA graphs");
   cmd.add_option("--scripted-responses", c.scripted_responses,
                  "testing: emit scripted outputs instead of running the model")
       ->check(CLI::ExistingFile);

@@ -32,6 +32,8 @@ struct ServeConfig {
   std::string extra_options_yaml;
   int num_kv_pages = 0;
   double kv_cache_gb = 4.0;
+  bool enforce_eager = false;  // cuda: no CUDA graphs for decode steps
+  std::string load_format = "auto";  // auto | safetensors | dummy (random weights on the device)
   size_t max_pending = 4096;
   std::string
       scripted_responses;  // testing: --scripted-responses FILE replaces the model (device "scripted")

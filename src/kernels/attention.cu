@@ -1,198 +1,756 @@
-// Attention kernels, written for correctness first (the performance issue replaces them): MSA block scoring
-// (one warp per KV block), MSA top-k selection (one warp per token and group), and paged GQA attention with an
-// online softmax (one warp per token and query head), dense or restricted to the selected blocks.
-#include <cfloat>
+// Paged GQA attention on tensor cores, prefill and decode, dense and MSA block-sparse. Two kernels share the
+// per-stage math (S = Q.K^T and O += P.V on mma.sync m16n8k16 bf16 with ldmatrix fragments, fp32 online
+// softmax in base 2 with the scale folded into one FMA per score) and the split-K epilogue:
+//  - tile kernel (prefill, mixed batches): a CTA = (tile, KV head [x head chunk], split); its M rows pack the
+//    tile's tokens x the group's query heads (e.g. 8 tokens x 16 heads = 128 rows), so every K/V row loaded
+//    into shared memory serves all of them. Keys are walked in a "virtual" order: dense = positions
+//    0..max_pos of the tile; sparse = the union of the tile's tokens' selected blocks (deduplicated through a
+//    bitmap in shared memory, ascending), each block contributing page_size slots. Warps split M (8 warps x
+//    16 rows) or the keys of a stage (merged in shared memory at the end).
+//  - decode kernel (every tile one token, group <= 16): 16 rows, 4 warps x 16 keys of each stage; the
+//    virtual keys are the positions (dense) or the token's selection read directly (sparse: no union).
+// 64-key stages go through a 3-stage cp.async ring (2 for head_dim 256) with one barrier per stage; rows of
+// keys that do not exist are zero filled, so stale or NaN cache bytes never reach an MMA. A row's mask (key
+// position <= the row's position, block selected by the row's token) is applied only where needed. Split-K:
+// each CTA writes a normalised partial O and its log-sum-exp to the workspace, bumps a tagged counter of its
+// (tile, KV head, chunk), and the last-arriving CTA merges the partials into the bf16 output and resets the
+// counter (no second launch; graph replays find the counters at zero).
+#include <climits>
+#include <cmath>
+#include <string>
 
+#include "common/error.h"
+#include "kernels/attention_stage.cuh"
 #include "kernels/kernels.h"
+#include "kernels/mma.cuh"
 
 namespace m3::cuda {
 namespace {
 
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+constexpr int kKeys = 64;  // keys per pipeline stage (attention_plan.cc's key tile)
+constexpr int kMaxLaunchSplits = 64;
+constexpr float kLog2e = 1.4426950408889634f;
+// High word of a split-K counter that this code wrote; any other value is an uninitialised workspace.
+constexpr uint32_t kCounterTag = 0x4D33A770u;
+
+struct Params {
+  const float* q;
+  const bf16* k;
+  const bf16* v;
+  TokenMeta meta;
+  const int32_t* sel;  // [T, kv_heads, topk]; null for dense
+  int topk;
+  const AttentionTile* tiles;
+  int num_tiles, tokens_cap;      // tokens_cap: most tokens of a tile (sizes the shared memory)
+  int T, heads, kv_heads, group;  // group = heads / kv_heads
+  int hc, chunks;                 // query heads per CTA (hc <= rows) and head chunks per KV head
+  int page_size, splits;
+  float scale_log2;
+  unsigned long long* counters;              // split-K arrival counters [tiles, kv_heads x chunks]
+  float *ws_o, *ws_lse;                      // split-K partials [splits, T, heads, (dim)]
+  bf16* out;                                 // [T, heads, dim]
+  int off_kv, off_w, off_int;                // shared memory offsets (bytes)
+  int bitmap_words, union_cap, token_words;  // sparse bookkeeping sizes (words)
+};
+
+// Shared memory: Q [rows][dim + 8] bf16 | stages x (K, V) [64][dim + 8] bf16 (reused by the epilogue) |
+// split-K weights [rows][splits] fp32 | ints: tile kernel: token positions [tokens_cap], 16 scalars, then
+// (sparse) block bitmap, its word prefix, the union's block list and, per union block, a bitmask of the tile
+// tokens that selected it; decode kernel: 16 scalars and the token's valid selected blocks [topk]. The
+// 8-element row pad makes ldmatrix conflict-free.
+struct SmemLayout {
+  int off_kv, off_w, off_int, bytes;
+};
+SmemLayout smem_layout(int rows, int dim, int stages, const Params& p, bool sparse, bool decode) {
+  const int stride_bytes = (dim + 8) * 2;
+  const int kv = rows * stride_bytes;
+  const int w = kv + stages * 2 * kKeys * stride_bytes;
+  const int ints = w + (p.splits > 1 ? 4 * rows * p.splits : 0);
+  int n = 16;
+  if (decode) {
+    n += sparse ? p.topk : 0;
+  } else {
+    n += p.tokens_cap;
+    if (sparse) n += 2 * p.bitmap_words + p.union_cap + p.union_cap * p.token_words;
+  }
+  return {kv, w, ints, ints + 4 * n};
+}
+
+__device__ __forceinline__ int warp_max_int(int v) {
+  for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffff, v, o));
   return v;
 }
-
-__device__ __forceinline__ int page_of(const TokenMeta& m, int seq, int pos, int page_size) {
-  return m.block_table[static_cast<int64_t>(seq) * m.max_blocks + pos / page_size];
+__device__ __forceinline__ int warp_min_int(int v) {
+  for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(0xffffffff, v, o));
+  return v;
+}
+__device__ __forceinline__ bool token_bit(const uint32_t* words, int tok) {
+  return (words[tok >> 5] >> (tok & 31)) & 1u;
 }
 
-// grid (T, heads); each warp scores whole KV blocks: lanes take tokens, the warp takes the max.
-__global__ void block_scores_kernel(const float* iq, const bf16* cache, TokenMeta m, int heads, int dim, int page_size,
-                                    int stride, float* out) {
-  const int t = blockIdx.x, g = blockIdx.y;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  const int pos = m.pos[t], seq = m.seq[t];
-  const float* q = iq + (static_cast<int64_t>(t) * heads + g) * dim;
-  const int nblocks = pos / page_size + 1;
-  float* row = out + (static_cast<int64_t>(t) * heads + g) * stride;
-  for (int b = warp; b < nblocks; b += warps) {
-    const int page = page_of(m, seq, b * page_size, page_size);
-    float best = -FLT_MAX;
-    for (int s = lane; s < page_size; s += 32) {
-      const int j = b * page_size + s;
-      if (j > pos) break;
-      const bf16* k = cache + (static_cast<int64_t>(page) * page_size + s) * dim;
-      float acc = 0;
-      for (int d = 0; d < dim; ++d) acc += q[d] * __bfloat162float(k[d]);
-      best = fmaxf(best, acc);
-    }
-    for (int o = 16; o > 0; o >>= 1) best = fmaxf(best, __shfl_xor_sync(0xffffffff, best, o));
-    if (lane == 0) row[b] = best;
+// Output row (token, head) of CTA row r, or -1 for a padding row.
+__device__ __forceinline__ int64_t out_row(const Params& p, int r, int count, int t0, int kvh, int chunk) {
+  const int tt = r / p.hc, h = chunk * p.hc + (r - tt * p.hc);
+  return tt < count && h < p.group ? (int64_t(t0) + tt) * p.heads + kvh * p.group + h : -1;
+}
+
+// Q rows (fp32) -> bf16 rows of shared memory; padding rows are zeros.
+template <int D, int kRows, int kThreads>
+__device__ __forceinline__ void load_q(const Params& p, bf16* qs, int count, int t0, int kvh, int chunk) {
+  for (int i = threadIdx.x; i < kRows * (D / 4); i += kThreads) {
+    const int r = i / (D / 4), c = (i - r * (D / 4)) * 4;
+    const int64_t row = out_row(p, r, count, t0, kvh, chunk);
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (row >= 0) x = *reinterpret_cast<const float4*>(p.q + row * D + c);
+    *reinterpret_cast<uint2*>(qs + r * (D + 8) + c) =
+        make_uint2(pack_bf16x2(x.x, x.y), pack_bf16x2(x.z, x.w));
   }
 }
 
-// One warp per (token, group): forced blocks first, then repeated warp argmax over the rest.
-__global__ void select_kernel(const float* scores, TokenMeta m, int T, int heads, int stride, int page_size, int topk,
-                              int local_blocks, int init_blocks, int32_t* sel) {
-  const int w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
-  if (w >= T * heads) return;
-  const int t = w / heads;
-  const int L = m.pos[t] / page_size, n = L + 1;
-  const float* row = scores + static_cast<int64_t>(w) * stride;
-  int32_t* out = sel + static_cast<int64_t>(w) * topk;
-  if (n <= topk) {
-    for (int i = lane; i < topk; i += 32) out[i] = i < n ? i : -1;
-    return;
-  }
-  const int local_first = max(0, L - local_blocks + 1);
-  int chosen[64];  // topk <= 64 (checked by the launcher)
-  int count = 0;
-  for (int b = 0; b < n && count < topk; ++b)
-    if (b < init_blocks || b >= local_first) chosen[count++] = b;
-  while (count < topk) {
-    float best = -FLT_MAX;
-    int best_id = 0x7fffffff;
-    for (int b = lane; b < local_first; b += 32) {
-      if (b < init_blocks) continue;
-      bool taken = false;
-      for (int i = 0; i < count; ++i) taken |= chosen[i] == b;
-      float s = row[b];
-      if (s != s) s = -FLT_MAX;  // NaN ranks last
-      if (!taken && (s > best || (s == best && b < best_id))) {
-        best = s;
-        best_id = b;
-      }
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ob = __shfl_xor_sync(0xffffffff, best, o);
-      const int oi = __shfl_xor_sync(0xffffffff, best_id, o);
-      if (ob > best || (ob == best && oi < best_id)) {
-        best = ob;
-        best_id = oi;
-      }
-    }
-    chosen[count++] = best_id;
-  }
-  if (lane == 0) {
-    for (int i = 1; i < count; ++i)
-      for (int j = i; j > 0 && chosen[j - 1] > chosen[j]; --j) {
-        const int x = chosen[j];
-        chosen[j] = chosen[j - 1];
-        chosen[j - 1] = x;
-      }
-    for (int i = 0; i < topk; ++i) out[i] = chosen[i];
+// Arrival at the split-K counter of this CTA's (tile, KV head, chunk) by thread 0: true for the last of the
+// `splits` CTAs, which also resets it. A counter whose high word is not kCounterTag (a fresh workspace)
+// counts as zero.
+__device__ bool arrive_last(unsigned long long* ctr, int splits) {
+  unsigned long long cur = atomicAdd(ctr, 0ull);
+  while (true) {
+    const uint32_t tag = uint32_t(cur >> 32), cnt = uint32_t(cur);
+    const uint32_t n = tag == kCounterTag && cnt < uint32_t(splits) ? cnt + 1 : 1;
+    const unsigned long long next = (uint64_t(kCounterTag) << 32) | (n == uint32_t(splits) ? 0u : n);
+    const unsigned long long seen = atomicCAS(ctr, cur, next);
+    if (seen == cur) return n == uint32_t(splits);
+    cur = seen;
   }
 }
 
-// One warp per (token, query head); DPL = head_dim / 32 dims per lane.
-template <int DPL>
-__global__ void attention_kernel(const float* q, const bf16* kc, const bf16* vc, TokenMeta m, const int32_t* sel,
-                                 int topk, int T, int heads, int kv_heads, int page_size, float scale, float* out) {
-  const int w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
-  if (w >= T * heads) return;
-  const int t = w / heads, h = w % heads, g = h / (heads / kv_heads);
-  constexpr int D = DPL * 32;
-  const int pos = m.pos[t], seq = m.seq[t];
-  float qv[DPL], acc[DPL];
-  for (int i = 0; i < DPL; ++i) {
-    qv[i] = q[static_cast<int64_t>(w) * D + lane * DPL + i];
-    acc[i] = 0;
+// Epilogue: bf16 rows directly (splits == 1), or the split's normalised partial O and log2-sum-exp; then the
+// last-arriving CTA of the (tile, KV head, chunk) merges every split's partial of its kRows rows: weights
+// 2^(lse_s - max) / sum into `w` [kRows][splits], partials staged through `stage` (the K/V buffers) with
+// cp.async, `stage_floats` at a time. `writer`: this warp holds final rows (warp-uniform).
+template <int D, int kRows, int kThreads>
+__device__ __forceinline__ void finish(const Params& p, float (&o)[D / 8][4], float (&m)[2], float (&l)[2],
+                                       bool writer, const int64_t (&row_out)[2], int split, int counter,
+                                       int count, int t0, int kvh, int chunk, float* w, float* stage,
+                                       int stage_floats, int* flag) {
+  const int tid = threadIdx.x, lane = tid & 31, c2 = (lane & 3) * 2;
+  const int64_t Th = int64_t(p.T) * p.heads;
+  if (writer) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const float li = quad_sum(l[i]);
+      if (row_out[i] < 0) continue;
+      const float inv = li > 0.f ? 1.f / li : 0.f;
+      if (p.splits == 1) {
+        bf16* dst = p.out + row_out[i] * D + c2;
+#pragma unroll
+        for (int dj = 0; dj < D / 8; ++dj)
+          *reinterpret_cast<uint32_t*>(dst + dj * 8) =
+              pack_bf16x2(o[dj][2 * i] * inv, o[dj][2 * i + 1] * inv);
+      } else {
+        const int64_t row = int64_t(split) * Th + row_out[i];
+        float* dst = p.ws_o + row * D + c2;
+#pragma unroll
+        for (int dj = 0; dj < D / 8; ++dj)
+          *reinterpret_cast<float2*>(dst + dj * 8) = make_float2(o[dj][2 * i] * inv, o[dj][2 * i + 1] * inv);
+        if ((lane & 3) == 0) p.ws_lse[row] = li > 0.f ? m[i] + __log2f(li) : -INFINITY;
+      }
+    }
   }
-  float mx = -FLT_MAX, sum = 0;
-  auto visit = [&](int j) {
-    const int page = page_of(m, seq, j, page_size);
-    const int64_t base = ((static_cast<int64_t>(page) * page_size + j % page_size) * kv_heads + g) * D + lane * DPL;
-    float part = 0;
-    for (int i = 0; i < DPL; ++i) part += qv[i] * __bfloat162float(kc[base + i]);
-    const float s = warp_sum(part) * scale;
-    const float nm = fmaxf(mx, s);
-    const float corr = __expf(mx - nm), p = __expf(s - nm);
-    sum = sum * corr + p;
-    for (int i = 0; i < DPL; ++i) acc[i] = acc[i] * corr + p * __bfloat162float(vc[base + i]);
-    mx = nm;
+  if (p.splits == 1) return;
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) *flag = arrive_last(p.counters + counter, p.splits);
+  __syncthreads();
+  if (!*flag) return;
+  __threadfence();
+
+  // Weights (L1 bypassed: the partials come from other SMs).
+  const int S = p.splits;
+  for (int i = tid; i < kRows * S; i += kThreads) {
+    const int r = i / S, s = i - r * S;
+    const int64_t row = out_row(p, r, count, t0, kvh, chunk);
+    w[i] = row >= 0 ? __ldcg(p.ws_lse + s * Th + row) : -INFINITY;
+  }
+  __syncthreads();
+  for (int r = tid; r < kRows; r += kThreads) {
+    float* wr = w + r * S;
+    float mx = -INFINITY, sum = 0.f;
+    for (int s = 0; s < S; ++s) mx = fmaxf(mx, wr[s]);
+    for (int s = 0; s < S; ++s) {
+      const float e = wr[s] == -INFINITY ? 0.f : fast_exp2(wr[s] - mx);
+      wr[s] = e;
+      sum += e;
+    }
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    for (int s = 0; s < S; ++s) wr[s] *= inv;
+  }
+
+  // Weighted sum; each thread owns kPer float4 column groups of the rows.
+  constexpr int kVec = kRows * (D / 4), kPer = (kVec + kThreads - 1) / kThreads;
+  float4 acc[kPer];
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) acc[e] = make_float4(0.f, 0.f, 0.f, 0.f);
+  const int per_split = kRows * D, chunk_splits = max(1, stage_floats / per_split);
+  for (int s0 = 0; s0 < S; s0 += chunk_splits) {
+    const int ns = min(chunk_splits, S - s0);
+    __syncthreads();  // the weights are ready / the previous chunk is consumed
+    for (int i = tid; i < ns * kVec; i += kThreads) {
+      const int sl = i / kVec, rem = i - sl * kVec, r = rem / (D / 4), c = (rem - r * (D / 4)) * 4;
+      const int64_t row = out_row(p, r, count, t0, kvh, chunk);
+      const bool ok = row >= 0 && w[r * S + s0 + sl] != 0.f;
+      cp_async_16_zfill(stage + sl * per_split + r * D + c,
+                        ok ? p.ws_o + ((s0 + sl) * Th + row) * D + c : p.ws_o, ok);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) {
+      const int i = tid + e * kThreads;
+      if (i >= kVec) break;
+      const int r = i / (D / 4), c = (i - r * (D / 4)) * 4;
+      for (int sl = 0; sl < ns; ++sl) {
+        const float ws = w[r * S + s0 + sl];
+        const float4 x = *reinterpret_cast<const float4*>(stage + sl * per_split + r * D + c);
+        acc[e].x += ws * x.x, acc[e].y += ws * x.y, acc[e].z += ws * x.z, acc[e].w += ws * x.w;
+      }
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) {
+    const int i = tid + e * kThreads;
+    if (i >= kVec) break;
+    const int r = i / (D / 4), c = (i - r * (D / 4)) * 4;
+    const int64_t row = out_row(p, r, count, t0, kvh, chunk);
+    if (row >= 0)
+      *reinterpret_cast<uint2*>(p.out + row * D + c) =
+          make_uint2(pack_bf16x2(acc[e].x, acc[e].y), pack_bf16x2(acc[e].z, acc[e].w));
+  }
+}
+
+// Stage ring: waits for stage `it`, then refills the buffer the previous stage used. One barrier per stage.
+template <int kStages, typename Load>
+__device__ __forceinline__ void ring_advance(int it, int se, Load&& load) {
+  cp_async_wait<kStages - 2>();
+  __syncthreads();
+  if (it + kStages - 1 < se) load(it + kStages - 1);
+  cp_async_commit();
+}
+
+template <int D>
+__host__ __device__ constexpr int stages_for() {
+  return D <= 128 ? 3 : 2;
+}
+
+template <int D, int WM, int WN, bool kSparse>
+__global__ void __launch_bounds__(32 * WM * WN) tile_kernel(const Params p) {
+  constexpr int kWarps = WM * WN, kThreads = 32 * kWarps, kRows = 16 * WM, kStride = D + 8;
+  constexpr int kWarpKeys = kKeys / WN, kSTiles = kWarpKeys / 8, kStages = stages_for<D>();
+  constexpr int kRowChunks = D / 8;  // 16-byte chunks per K/V row
+  constexpr int kRowsPerPass = kThreads / kRowChunks;
+  static_assert(kWarpKeys % 16 == 0 && kThreads % kRowChunks == 0 && kKeys % kRowsPerPass == 0);
+  static_assert(kWarps <= 8, "misc[8..16) holds the per-warp scan totals");
+
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* qs = reinterpret_cast<bf16*>(smem);
+  bf16* kvs = reinterpret_cast<bf16*>(smem + p.off_kv);
+  int* tok_pos = reinterpret_cast<int*>(smem + p.off_int);
+  int* misc = tok_pos + p.tokens_cap;  // [0] max position, [1] min position, [2] flag, [8 + w] scan totals
+  uint32_t* bitmap = reinterpret_cast<uint32_t*>(misc + 16);
+  int* prefix = reinterpret_cast<int*>(bitmap + p.bitmap_words);
+  int* list = prefix + p.bitmap_words;
+  uint32_t* memb = reinterpret_cast<uint32_t*>(list + p.union_cap);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp % WM, wn = warp / WM;
+  const int tile_idx = p.num_tiles - 1 - blockIdx.x;  // later tiles (more keys) first
+  const AttentionTile tile = p.tiles[tile_idx];
+  const int count = min(tile.count, p.tokens_cap), t0 = tile.first;
+  if (count <= 0) return;
+  const int kvh = blockIdx.y / p.chunks, chunk = blockIdx.y - kvh * p.chunks, split = blockIdx.z;
+  const int P = p.page_size;
+  const int seq = p.meta.seq[t0];
+
+  // Phase 1: token positions, Q -> bf16 rows, cleared bookkeeping.
+  if (warp == 0) {
+    int mx = -1, mn = INT_MAX;
+    for (int i = lane; i < count; i += 32) {
+      const int pos = p.meta.pos[t0 + i];
+      tok_pos[i] = pos;
+      mx = max(mx, pos);
+      mn = min(mn, pos);
+    }
+    mx = warp_max_int(mx);
+    mn = warp_min_int(mn);
+    if (lane == 0) misc[0] = mx, misc[1] = mn;
+  }
+  load_q<D, kRows, kThreads>(p, qs, count, t0, kvh, chunk);
+  if constexpr (kSparse) {
+    for (int i = tid; i < p.bitmap_words; i += kThreads) bitmap[i] = 0;
+    for (int i = tid; i < p.union_cap * p.token_words; i += kThreads) memb[i] = 0;
+  }
+  __syncthreads();
+  const int max_pos = misc[0], min_pos = misc[1];
+
+  // Phase 2 (sparse): the union of the tile's selected blocks, ascending, and who selected each.
+  int n_union = 0;
+  if constexpr (kSparse) {
+    const int nblk = min(max_pos / P + 1, p.meta.max_blocks);  // blocks a tile token can see
+    const int nw = (nblk + 31) >> 5;
+    const int entries = count * p.topk;
+    const int32_t* sel = p.sel + (int64_t(t0) * p.kv_heads + kvh) * p.topk;
+    const int64_t sel_stride = int64_t(p.kv_heads) * p.topk;
+    for (int e = tid; e < entries; e += kThreads) {
+      const int tt = e / p.topk;
+      const int b = sel[tt * sel_stride + (e - tt * p.topk)];
+      if (b >= 0 && b < nblk) atomicOr(&bitmap[b >> 5], 1u << (b & 31));
+    }
+    __syncthreads();
+    // Exclusive scan of the words' popcounts (each thread owns a run of words), then the block list.
+    const int per = (nw + kThreads - 1) / kThreads;
+    const int wb = min(tid * per, nw), we = min(wb + per, nw);
+    int local = 0;
+    for (int w = wb; w < we; ++w) local += __popc(bitmap[w]);
+    int incl = local;
+    for (int o = 1; o < 32; o <<= 1) {
+      const int n = __shfl_up_sync(0xffffffff, incl, o);
+      if (lane >= o) incl += n;
+    }
+    if (lane == 31) misc[8 + warp] = incl;
+    __syncthreads();
+    int off = incl - local;
+    for (int w = 0; w < kWarps; ++w) {
+      if (w < warp) off += misc[8 + w];
+      n_union += misc[8 + w];
+    }
+    n_union = min(n_union, p.union_cap);
+    for (int w = wb; w < we; ++w) {
+      prefix[w] = off;
+      for (uint32_t bits = bitmap[w]; bits != 0; bits &= bits - 1, ++off)
+        if (off < p.union_cap) list[off] = (w << 5) + __ffs(bits) - 1;
+    }
+    __syncthreads();
+    for (int e = tid; e < entries; e += kThreads) {
+      const int tt = e / p.topk;
+      const int b = sel[tt * sel_stride + (e - tt * p.topk)];
+      if (b < 0 || b >= nblk) continue;
+      const int u = prefix[b >> 5] + __popc(bitmap[b >> 5] & ((1u << (b & 31)) - 1));
+      if (u < p.union_cap) atomicOr(&memb[u * p.token_words + (tt >> 5)], 1u << (tt & 31));
+    }
+    __syncthreads();
+  }
+
+  // Virtual keys and this split's range of 64-key stages.
+  int n_keys = max_pos + 1;
+  if constexpr (kSparse) {
+    n_keys = 0;
+    if (n_union > 0) {
+      const int last = list[n_union - 1];
+      n_keys = (n_union - 1) * P + min(P, max_pos - last * P + 1);
+    }
+  }
+  const int n_stages = (n_keys + kKeys - 1) / kKeys;
+  const int sb = int(int64_t(n_stages) * split / p.splits),
+            se = int(int64_t(n_stages) * (split + 1) / p.splits);
+
+  // This thread's two accumulator rows (g and g + 8 of the warp's 16).
+  const int g = lane >> 2, c2 = (lane & 3) * 2;
+  int row_tok[2], row_pos[2];
+  int64_t row_out[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = wm * 16 + g + 8 * i;
+    row_out[i] = out_row(p, r, count, t0, kvh, chunk);
+    const int tt = r / p.hc;
+    row_tok[i] = row_out[i] >= 0 ? tt : 0;
+    row_pos[i] = row_out[i] >= 0 ? tok_pos[tt] : -1;
+  }
+  QFrags<D> qf;
+  qf.init(qs, wm, lane);
+
+  // K/V stage loader: each thread copies one 16-byte column chunk of every kRowsPerPass-th key row.
+  const int ld_c = (tid % kRowChunks) * 8, ld_r = tid / kRowChunks;
+  const int32_t* table = p.meta.block_table + int64_t(seq) * p.meta.max_blocks;
+  const int64_t slot_stride = int64_t(p.kv_heads) * D, head_off = int64_t(kvh) * D + ld_c;
+  auto load_stage = [&](int stage_idx) {
+    bf16* ks = kvs + ((stage_idx - sb) % kStages) * (2 * kKeys * kStride);
+    bf16* vs = ks + kKeys * kStride;
+#pragma unroll
+    for (int pass = 0; pass < kKeys / kRowsPerPass; ++pass) {
+      const int r = ld_r + pass * kRowsPerPass, v = stage_idx * kKeys + r;
+      int blk, slot;
+      if constexpr (kSparse) {
+        const int u = v / P;
+        slot = v - u * P;
+        blk = u < n_union ? list[u] : 0;
+      } else {
+        blk = v / P;
+        slot = v - blk * P;
+      }
+      const bool ok = v < n_keys && blk * P + slot <= max_pos;
+      const int64_t off = ok ? (int64_t(table[blk]) * P + slot) * slot_stride + head_off : 0;
+      cp_async_16_zfill(ks + r * kStride + ld_c, p.k + off, ok);
+      cp_async_16_zfill(vs + r * kStride + ld_c, p.v + off, ok);
+    }
   };
-  if (sel == nullptr) {
-    for (int j = 0; j <= pos; ++j) visit(j);
-  } else {
-    const int32_t* blocks = sel + (static_cast<int64_t>(t) * kv_heads + g) * topk;
-    for (int k = 0; k < topk; ++k) {
-      const int b = blocks[k];
-      if (b < 0) continue;
-      for (int j = b * page_size; j < (b + 1) * page_size && j <= pos; ++j) visit(j);
-    }
+
+  float o[D / 8][4] = {};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (sb + st < se) load_stage(sb + st);
+    cp_async_commit();
   }
-  for (int i = 0; i < DPL; ++i) out[static_cast<int64_t>(w) * D + lane * DPL + i] = acc[i] / sum;
+  const float scale = p.scale_log2;
+  for (int it = sb; it < se; ++it) {
+    ring_advance<kStages>(it, se, load_stage);
+    const bf16* ks = kvs + ((it - sb) % kStages) * (2 * kKeys * kStride);
+    const bf16* vs = ks + kKeys * kStride;
+    const int key0 = wn * kWarpKeys;
+    float s[kSTiles][4];
+    qk_scores<D, kSTiles>(s, qf, ks + key0 * kStride, lane);
+
+    // Mask, only where some key of the warp's range may be invisible to some row.
+    const int v0 = it * kKeys + key0;
+    bool need_mask, single = true;
+    int base_pos = v0;  // position of key v0 (dense, or sparse within one block)
+    bool member[2] = {true, true};
+    if constexpr (kSparse) {
+      const int u0 = v0 / P;
+      single = u0 == (v0 + kWarpKeys - 1) / P && u0 < n_union;
+      need_mask = true;
+      if (single) {
+        base_pos = list[u0] * P + (v0 - u0 * P);
+        const uint32_t* mw = memb + u0 * p.token_words;
+        bool all = true;
+        for (int w = 0; w < p.token_words; ++w) {
+          const int left = count - 32 * w;
+          all &= mw[w] == (left >= 32 ? 0xffffffffu : left > 0 ? (1u << left) - 1 : 0u);
+        }
+        member[0] = token_bit(mw, row_tok[0]);
+        member[1] = token_bit(mw, row_tok[1]);
+        need_mask = !all || base_pos + kWarpKeys - 1 > min_pos;
+      }
+    } else {
+      need_mask = v0 + kWarpKeys - 1 > min_pos;
+    }
+    if (need_mask) {
+#pragma unroll
+      for (int j = 0; j < kSTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = j * 8 + c2 + (e & 1), i = e >> 1;
+          bool ok;
+          if (!kSparse || single) {
+            ok = member[i] && base_pos + col <= row_pos[i];
+          } else {
+            const int v = v0 + col, u = v / P;
+            ok = u < n_union && list[u] * P + (v - u * P) <= row_pos[i] &&
+                 token_bit(memb + u * p.token_words, row_tok[i]);
+          }
+          if (!ok) s[j][e] = -INFINITY;
+        }
+    }
+    softmax_pv<D, kSTiles>(s, o, m, l, scale, vs + key0 * kStride, lane);
+  }
+  cp_async_wait<0>();
+
+  float* red = reinterpret_cast<float*>(kvs);
+  merge_key_warps<D, WM, WN>(o, m, l, red, wm, wn, lane);
+  __syncthreads();  // the K/V buffers become the epilogue's staging area
+  finish<D, kRows, kThreads>(p, o, m, l, wn == 0, row_out, split, tile_idx * gridDim.y + blockIdx.y, count,
+                             t0, kvh, chunk, reinterpret_cast<float*>(smem + p.off_w), red,
+                             (p.off_w - p.off_kv) / 4, misc + 2);
 }
 
-// One thread per token: sigmoid, biased choice, top-k (ties to the lower id), renormalised unbiased weights.
-__global__ void route_kernel(const float* logits, const float* bias, int T, int E, int k, int32_t* ids, float* w) {
-  const int t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t >= T) return;
-  const float* l = logits + static_cast<int64_t>(t) * E;
-  int32_t* oi = ids + static_cast<int64_t>(t) * k;
-  float* ow = w + static_cast<int64_t>(t) * k;
-  float total = 0;
-  for (int r = 0; r < k; ++r) {
-    int best = -1;
-    float best_c = -FLT_MAX;
-    for (int e = 0; e < E; ++e) {
-      bool taken = false;
-      for (int i = 0; i < r; ++i) taken |= oi[i] == e;
-      const float c = 1.0f / (1.0f + expf(-l[e])) + (bias ? bias[e] : 0.0f);
-      if (!taken && c > best_c) {
-        best_c = c;
-        best = e;
+// Decode: one token per tile, <= 16 query heads per CTA (16 rows), 4 warps x 16 keys per 64-key stage.
+template <int D, bool kSparse>
+__global__ void __launch_bounds__(128) decode_kernel(const Params p) {
+  constexpr int kThreads = 128, kRows = 16, kStride = D + 8, kStages = stages_for<D>();
+  constexpr int kRowChunks = D / 8, kRowsPerPass = kThreads / kRowChunks;
+  static_assert(kKeys % kRowsPerPass == 0);
+
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* qs = reinterpret_cast<bf16*>(smem);
+  bf16* kvs = reinterpret_cast<bf16*>(smem + p.off_kv);
+  int* misc = reinterpret_cast<int*>(smem + p.off_int);  // [0] valid blocks, [2] flag
+  int* list = misc + 16;                                 // the token's valid selected blocks, in order
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int tile_idx = blockIdx.x;
+  const AttentionTile tile = p.tiles[tile_idx];
+  if (tile.count <= 0) return;
+  const int t0 = tile.first;
+  const int kvh = blockIdx.y / p.chunks, chunk = blockIdx.y - kvh * p.chunks, split = blockIdx.z;
+  const int P = p.page_size, pos = p.meta.pos[t0], seq = p.meta.seq[t0];
+
+  load_q<D, kRows, kThreads>(p, qs, 1, t0, kvh, chunk);
+  if constexpr (kSparse) {
+    if (warp == 0) {  // compaction of the selection row, order kept
+      const int nblk = min(pos / P + 1, p.meta.max_blocks);
+      const int32_t* sel = p.sel + (int64_t(t0) * p.kv_heads + kvh) * p.topk;
+      int n = 0;
+      for (int base = 0; base < p.topk; base += 32) {
+        const int b = base + lane < p.topk ? sel[base + lane] : -1;
+        const bool ok = b >= 0 && b < nblk;
+        const uint32_t bal = __ballot_sync(0xffffffff, ok);
+        if (ok) list[n + __popc(bal & ((1u << lane) - 1))] = b;
+        n += __popc(bal);
       }
+      if (lane == 0) misc[0] = n;
     }
-    oi[r] = best;
-    ow[r] = 1.0f / (1.0f + expf(-l[best]));
-    total += ow[r];
   }
-  for (int r = 0; r < k; ++r) ow[r] /= total;
+  __syncthreads();
+
+  int n_keys = pos + 1, n_list = 0;
+  if constexpr (kSparse) {
+    n_list = misc[0];
+    n_keys = n_list > 0 ? (n_list - 1) * P + min(P, pos - list[n_list - 1] * P + 1) : 0;
+  }
+  const int n_stages = (n_keys + kKeys - 1) / kKeys;
+  const int sb = int(int64_t(n_stages) * split / p.splits),
+            se = int(int64_t(n_stages) * (split + 1) / p.splits);
+  // Whether virtual key v exists: its block is selected and its position <= pos.
+  auto key_ok = [&](int v, int& blk, int& slot) {
+    if constexpr (kSparse) {
+      const int u = v / P;
+      slot = v - u * P;
+      blk = u < n_list ? list[u] : 0;
+      return v < n_keys && blk * P + slot <= pos;
+    } else {
+      blk = v / P;
+      slot = v - blk * P;
+      return v <= pos;
+    }
+  };
+
+  const int g = lane >> 2;
+  int64_t row_out[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) row_out[i] = out_row(p, g + 8 * i, 1, t0, kvh, chunk);
+  QFrags<D> qf;
+  qf.init(qs, 0, lane);
+
+  const int ld_c = (tid % kRowChunks) * 8, ld_r = tid / kRowChunks;
+  const int32_t* table = p.meta.block_table + int64_t(seq) * p.meta.max_blocks;
+  const int64_t slot_stride = int64_t(p.kv_heads) * D, head_off = int64_t(kvh) * D + ld_c;
+  auto load_stage = [&](int stage_idx) {
+    bf16* ks = kvs + ((stage_idx - sb) % kStages) * (2 * kKeys * kStride);
+    bf16* vs = ks + kKeys * kStride;
+#pragma unroll
+    for (int pass = 0; pass < kKeys / kRowsPerPass; ++pass) {
+      const int r = ld_r + pass * kRowsPerPass;
+      int blk, slot;
+      const bool ok = key_ok(stage_idx * kKeys + r, blk, slot);
+      const int64_t off = ok ? (int64_t(table[blk]) * P + slot) * slot_stride + head_off : 0;
+      cp_async_16_zfill(ks + r * kStride + ld_c, p.k + off, ok);
+      cp_async_16_zfill(vs + r * kStride + ld_c, p.v + off, ok);
+    }
+  };
+
+  float o[D / 8][4] = {};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (sb + st < se) load_stage(sb + st);
+    cp_async_commit();
+  }
+  const float scale = p.scale_log2;
+  const int c2 = (lane & 3) * 2;
+  for (int it = sb; it < se; ++it) {
+    ring_advance<kStages>(it, se, load_stage);
+    const bf16* ks = kvs + ((it - sb) % kStages) * (2 * kKeys * kStride);
+    const bf16* vs = ks + kKeys * kStride;
+    const int key0 = warp * 16;
+    float s[2][4];
+    qk_scores<D, 2>(s, qf, ks + key0 * kStride, lane);
+    // One token: the mask is the same for every row; lane k < 16 checks key key0 + k.
+    int blk, slot;
+    const uint32_t valid =
+        __ballot_sync(0xffffffff, key_ok(it * kKeys + key0 + (lane & 15), blk, slot)) & 0xffffu;
+    if (valid != 0xffffu) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (!((valid >> (j * 8 + c2 + (e & 1))) & 1u)) s[j][e] = -INFINITY;
+    }
+    softmax_pv<D, 2>(s, o, m, l, scale, vs + key0 * kStride, lane);
+  }
+  cp_async_wait<0>();
+
+  float* red = reinterpret_cast<float*>(kvs);
+  merge_key_warps<D, 1, 4>(o, m, l, red, 0, warp, lane);
+  __syncthreads();
+  finish<D, kRows, kThreads>(p, o, m, l, warp == 0, row_out, split, tile_idx * gridDim.y + blockIdx.y, 1, t0,
+                             kvh, chunk, reinterpret_cast<float*>(smem + p.off_w), red,
+                             (p.off_w - p.off_kv) / 4, misc + 2);
+}
+
+int sm_count() {
+  int dev = 0, n = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    return 132;
+  return n;
+}
+
+// Rows per CTA and head chunks for this launch, checked against the plan. Decode batches (every tile one
+// token) with groups <= 16 take the decode kernel.
+struct Shape {
+  int group, hc, chunks, tokens_cap, rows;
+  bool decode;
+};
+Shape shape_of(const AttentionTiles& tiles, int heads, int kv_heads, int dim) {
+  if (kv_heads <= 0 || heads % kv_heads != 0)
+    fail(ErrorKind::kInvalidArgument, "paged_attention: heads (" + std::to_string(heads) +
+                                          ") must be a multiple of kv_heads (" + std::to_string(kv_heads) +
+                                          ")");
+  if (dim != 32 && dim != 64 && dim != 128 && dim != 256)
+    fail(ErrorKind::kUnsupported,
+         "paged_attention: head_dim must be 32, 64, 128 or 256 (got " + std::to_string(dim) + ")");
+  Shape sh;
+  sh.group = heads / kv_heads;
+  const int cap = attention_max_rows(dim);
+  sh.hc = std::min(sh.group, cap);
+  sh.chunks = (sh.group + sh.hc - 1) / sh.hc;
+  sh.tokens_cap = std::max(1, tiles.max_tokens);
+  sh.rows = sh.tokens_cap * sh.hc;
+  sh.decode = sh.tokens_cap == 1 && sh.group <= 16;
+  if (sh.rows > cap)
+    fail(ErrorKind::kInvalidArgument, "paged_attention: tiles of " + std::to_string(tiles.max_tokens) +
+                                          " tokens do not fit " + std::to_string(cap) + " rows of " +
+                                          std::to_string(sh.hc) +
+                                          " heads (plan made for another group or dim?)");
+  return sh;
+}
+
+int64_t max_keys(const Shape& sh, bool sparse, int topk, int page_size, int max_kv_len) {
+  const int64_t dense = std::max(1, max_kv_len);
+  return sparse ? std::min<int64_t>(dense, int64_t(sh.tokens_cap) * topk * page_size) : dense;
+}
+
+template <typename Kernel>
+void launch_kernel(Kernel kernel, Params p, int rows, int dim, int stages, bool sparse, bool decode,
+                   dim3 grid, int threads, cudaStream_t s) {
+  const SmemLayout lay = smem_layout(rows, dim, stages, p, sparse, decode);
+  p.off_kv = lay.off_kv;
+  p.off_w = lay.off_w;
+  p.off_int = lay.off_int;
+  int dev = 0, limit = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (limit > 0 && lay.bytes > limit)
+    fail(ErrorKind::kUnsupported, "paged_attention: needs " + std::to_string(lay.bytes) +
+                                      " bytes of shared memory per CTA (device limit " +
+                                      std::to_string(limit) + "): too many tokens x top-k blocks per tile");
+  if (lay.bytes > 48 * 1024)
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, lay.bytes);
+  kernel<<<grid, threads, lay.bytes, s>>>(p);
+}
+
+template <int D, int WM, int WN>
+void launch_tile(const Params& p, bool sparse, dim3 grid, cudaStream_t s) {
+  launch_kernel(sparse ? tile_kernel<D, WM, WN, true> : tile_kernel<D, WM, WN, false>, p, 16 * WM, D,
+                stages_for<D>(), sparse, false, grid, 32 * WM * WN, s);
+}
+
+template <int D>
+void launch_dim(const Params& p, const Shape& sh, bool sparse, dim3 grid, cudaStream_t s) {
+  if (sh.decode) {
+    launch_kernel(sparse ? decode_kernel<D, true> : decode_kernel<D, false>, p, 16, D, stages_for<D>(),
+                  sparse, true, grid, 128, s);
+  } else if (sh.rows <= 16) {
+    launch_tile<D, 1, 4>(p, sparse, grid, s);  // one token x <= 16 heads; warps split the keys
+  } else if (sh.rows <= 32) {
+    launch_tile<D, 2, 2>(p, sparse, grid, s);
+  } else if (sh.rows <= 64) {
+    launch_tile<D, 4, 1>(p, sparse, grid, s);
+  } else if constexpr (D <= 128) {
+    launch_tile<D, 8, 1>(p, sparse, grid, s);  // prefill: 8 warps x 16 rows
+  }
 }
 
 }  // namespace
 
-void msa_block_scores(const float* iq, const bf16* cache, TokenMeta m, int T, int heads, int dim, int page_size,
-                      int stride, float* out, cudaStream_t s) {
-  if (T > 0) block_scores_kernel<<<dim3(T, heads), 256, 0, s>>>(iq, cache, m, heads, dim, page_size, stride, out);
+int paged_attention_splits(const AttentionTiles& tiles, int heads, int kv_heads, int dim, int page_size,
+                           bool sparse, int topk, int max_kv_len) {
+  const Shape sh = shape_of(tiles, heads, kv_heads, dim);
+  const int64_t ctas = int64_t(tiles.count) * kv_heads * sh.chunks;
+  const int64_t keys = max_keys(sh, sparse, topk, page_size, max_kv_len);
+  return sh.decode ? attention_decode_splits(ctas, keys, dim, sm_count())
+                   : attention_splits(ctas, keys, sm_count());
 }
 
-void msa_select(const float* scores, TokenMeta m, int T, int heads, int stride, int page_size, int topk,
-                int local_blocks, int init_blocks, int32_t* sel, cudaStream_t s) {
-  if (topk > 64 || T == 0) return;  // the model layer rejects topk > 64 before it gets here
-  const int warps = T * heads;
-  select_kernel<<<(warps * 32 + 127) / 128, 128, 0, s>>>(scores, m, T, heads, stride, page_size, topk, local_blocks,
-                                                         init_blocks, sel);
+size_t paged_attention_workspace_floats(const AttentionTiles& tiles, int T, int heads, int kv_heads, int dim,
+                                        int page_size, bool sparse, int topk, int max_kv_len) {
+  return attention_workspace_floats(
+      T, heads, dim,
+      paged_attention_splits(tiles, heads, kv_heads, dim, page_size, sparse, topk, max_kv_len));
 }
 
-void paged_attention(const float* q, const bf16* kc, const bf16* vc, TokenMeta m, const int32_t* sel, int topk, int T,
-                     int heads, int kv_heads, int dim, int page_size, float scale, float* out, cudaStream_t s) {
-  const int warps = T * heads;
-  if (warps == 0) return;
-  const int blocks = (warps * 32 + 127) / 128;
-  switch (dim) {
-    case 32: attention_kernel<1><<<blocks, 128, 0, s>>>(q, kc, vc, m, sel, topk, T, heads, kv_heads, page_size, scale, out); break;
-    case 64: attention_kernel<2><<<blocks, 128, 0, s>>>(q, kc, vc, m, sel, topk, T, heads, kv_heads, page_size, scale, out); break;
-    case 128: attention_kernel<4><<<blocks, 128, 0, s>>>(q, kc, vc, m, sel, topk, T, heads, kv_heads, page_size, scale, out); break;
-    case 256: attention_kernel<8><<<blocks, 128, 0, s>>>(q, kc, vc, m, sel, topk, T, heads, kv_heads, page_size, scale, out); break;
-    default: break;  // the model layer only builds for head_dim in {32, 64, 128, 256}
+void paged_attention(const float* q, const bf16* k_cache, const bf16* v_cache, TokenMeta meta,
+                     const int32_t* selection, int topk, const AttentionTiles& tiles, int T, int heads,
+                     int kv_heads, int dim, int page_size, int max_kv_len, float scale, float* workspace,
+                     bf16* out, cudaStream_t s) {
+  if (T <= 0 || tiles.count <= 0) return;
+  const int splits = workspace == nullptr ? 1
+                                          : paged_attention_splits(tiles, heads, kv_heads, dim, page_size,
+                                                                   selection != nullptr, topk, max_kv_len);
+  paged_attention_with_splits(q, k_cache, v_cache, meta, selection, topk, tiles, T, heads, kv_heads, dim,
+                              page_size, splits, scale, workspace, out, s);
+}
+
+void paged_attention_with_splits(const float* q, const bf16* k_cache, const bf16* v_cache, TokenMeta meta,
+                                 const int32_t* selection, int topk, const AttentionTiles& tiles, int T,
+                                 int heads, int kv_heads, int dim, int page_size, int splits, float scale,
+                                 float* workspace, bf16* out, cudaStream_t s) {
+  if (T <= 0 || tiles.count <= 0) return;
+  const Shape sh = shape_of(tiles, heads, kv_heads, dim);
+  if (page_size <= 0) fail(ErrorKind::kInvalidArgument, "paged_attention: page_size must be positive");
+  if (!(scale > 0.f) || !std::isfinite(scale))
+    fail(ErrorKind::kInvalidArgument, "paged_attention: scale must be positive and finite");
+  if (selection != nullptr && topk <= 0)
+    fail(ErrorKind::kInvalidArgument, "paged_attention: topk must be positive");
+  if (splits < 1 || splits > kMaxLaunchSplits)
+    fail(ErrorKind::kInvalidArgument, "paged_attention: split count must be 1.." +
+                                          std::to_string(kMaxLaunchSplits) + " (got " +
+                                          std::to_string(splits) + ")");
+  if (splits > 1 && workspace == nullptr)
+    fail(ErrorKind::kInvalidArgument, "paged_attention: split-K needs a workspace");
+  const bool sparse = selection != nullptr;
+
+  Params p{};
+  p.q = q, p.k = k_cache, p.v = v_cache, p.meta = meta, p.sel = selection, p.topk = sparse ? topk : 0;
+  p.tiles = tiles.tiles, p.num_tiles = tiles.count, p.tokens_cap = sh.tokens_cap;
+  p.T = T, p.heads = heads, p.kv_heads = kv_heads, p.group = sh.group, p.hc = sh.hc, p.chunks = sh.chunks;
+  p.page_size = page_size, p.splits = splits, p.scale_log2 = scale * kLog2e;
+  if (splits > 1) {
+    const AttentionWorkspace ws = attention_workspace_layout(T, heads, dim, splits);
+    p.counters = reinterpret_cast<unsigned long long*>(workspace + ws.counters);
+    p.ws_o = workspace + ws.partials;
+    p.ws_lse = workspace + ws.lse;
   }
-}
-
-void moe_route(const float* logits, const float* bias, int T, int E, int k, int32_t* ids, float* w, cudaStream_t s) {
-  if (T > 0) route_kernel<<<(T + 127) / 128, 128, 0, s>>>(logits, bias, T, E, k, ids, w);
+  p.out = out;
+  p.token_words = (sh.tokens_cap + 31) / 32;
+  if (sparse) {
+    p.bitmap_words = (std::max(1, meta.max_blocks) + 31) / 32;
+    p.union_cap = int(std::min<int64_t>(int64_t(sh.tokens_cap) * topk, std::max(1, meta.max_blocks)));
+  }
+  const dim3 grid(tiles.count, kv_heads * sh.chunks, splits);
+  switch (dim) {
+    case 32:
+      launch_dim<32>(p, sh, sparse, grid, s);
+      break;
+    case 64:
+      launch_dim<64>(p, sh, sparse, grid, s);
+      break;
+    case 128:
+      launch_dim<128>(p, sh, sparse, grid, s);
+      break;
+    default:
+      launch_dim<256>(p, sh, sparse, grid, s);
+      break;
+  }
 }
 
 }  // namespace m3::cuda

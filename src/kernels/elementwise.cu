@@ -1,5 +1,6 @@
-// Row-wise and element-wise kernels: embedding, Gemma RMSNorm, head norm + RoPE, page writes, SwiGLU-OAI,
-// gathers and scatters. One block per row where a reduction is needed; grid-stride loops elsewhere.
+// Row-wise and element-wise kernels: embedding, Gemma RMSNorm, head norm + RoPE, page writes, conversions and
+// row gathers. One block per row where a reduction is needed; grid-stride loops elsewhere.
+#include "common/random_init.h"
 #include "kernels/kernels.h"
 
 namespace m3::cuda {
@@ -25,17 +26,77 @@ __device__ float block_sum(float v) {
   return r;
 }
 
-__global__ void embed_kernel(const bf16* table, const int32_t* ids, int H, float* out) {
+// One CTA per row; 16-byte loads when the width allows.
+__global__ void embed_kernel(const bf16* __restrict__ table, const int32_t* __restrict__ ids, int H,
+                             float* __restrict__ out) {
   const int t = blockIdx.x;
   const bf16* row = table + static_cast<int64_t>(ids[t]) * H;
-  for (int i = threadIdx.x; i < H; i += blockDim.x) out[static_cast<int64_t>(t) * H + i] = __bfloat162float(row[i]);
+  float* o = out + static_cast<int64_t>(t) * H;
+  if (H % 8 == 0) {
+    for (int i = threadIdx.x * 8; i < H; i += blockDim.x * 8) {
+      const uint4 v = *reinterpret_cast<const uint4*>(row + i);
+      const bf16* b = reinterpret_cast<const bf16*>(&v);
+      *reinterpret_cast<float4*>(o + i) =
+          make_float4(__bfloat162float(b[0]), __bfloat162float(b[1]), __bfloat162float(b[2]), __bfloat162float(b[3]));
+      *reinterpret_cast<float4*>(o + i + 4) =
+          make_float4(__bfloat162float(b[4]), __bfloat162float(b[5]), __bfloat162float(b[6]), __bfloat162float(b[7]));
+    }
+    return;
+  }
+  for (int i = threadIdx.x; i < H; i += blockDim.x) o[i] = __bfloat162float(row[i]);
 }
 
-__global__ void rms_norm_kernel(const float* x, const bf16* w, int dim, float eps, bf16* ob, float* of) {
+constexpr int kNormVec = 8;  // float4s per thread kept in registers: rows up to 4 x 256 x 8 = 8192 wide
+
+// With `delta`, first x += delta (the residual add), then the norm of the sum. Rows that are a multiple of 4
+// wide (and at most 8192) stay in registers between the two passes, with 16-byte accesses.
+__global__ void rms_norm_kernel(float* __restrict__ x, const float* __restrict__ delta, const bf16* __restrict__ w,
+                                int dim, float eps, bf16* __restrict__ ob, float* __restrict__ of) {
   const int64_t r = blockIdx.x;
-  const float* xr = x + r * dim;
+  float* xr = x + r * dim;
+  if (dim % 4 == 0 && dim <= 4 * kThreads * kNormVec) {
+    float4 v[kNormVec];
+    float ss = 0;
+#pragma unroll
+    for (int j = 0; j < kNormVec; ++j) {
+      const int i = (j * kThreads + threadIdx.x) * 4;
+      if (i >= dim) continue;
+      v[j] = *reinterpret_cast<const float4*>(xr + i);
+      if (delta) {
+        const float4 d = *reinterpret_cast<const float4*>(delta + r * dim + i);
+        v[j].x += d.x, v[j].y += d.y, v[j].z += d.z, v[j].w += d.w;
+        *reinterpret_cast<float4*>(xr + i) = v[j];
+      }
+      ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
+    }
+    const float inv = rsqrtf(block_sum(ss) / dim + eps);
+#pragma unroll
+    for (int j = 0; j < kNormVec; ++j) {
+      const int i = (j * kThreads + threadIdx.x) * 4;
+      if (i >= dim) continue;
+      const uint2 wv = *reinterpret_cast<const uint2*>(w + i);
+      const bf16* wb = reinterpret_cast<const bf16*>(&wv);
+      const float4 y = make_float4(v[j].x * inv * (1.0f + __bfloat162float(wb[0])),
+                                   v[j].y * inv * (1.0f + __bfloat162float(wb[1])),
+                                   v[j].z * inv * (1.0f + __bfloat162float(wb[2])),
+                                   v[j].w * inv * (1.0f + __bfloat162float(wb[3])));
+      if (ob) {
+        __nv_bfloat162 lo = __floats2bfloat162_rn(y.x, y.y), hi = __floats2bfloat162_rn(y.z, y.w);
+        uint2 packed;
+        packed.x = *reinterpret_cast<uint32_t*>(&lo);
+        packed.y = *reinterpret_cast<uint32_t*>(&hi);
+        *reinterpret_cast<uint2*>(ob + r * dim + i) = packed;
+      }
+      if (of) *reinterpret_cast<float4*>(of + r * dim + i) = y;
+    }
+    return;
+  }
   float ss = 0;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += xr[i] * xr[i];
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+    float v = xr[i];
+    if (delta) xr[i] = v += delta[r * dim + i];
+    ss += v * v;
+  }
   const float inv = rsqrtf(block_sum(ss) / dim + eps);
   for (int i = threadIdx.x; i < dim; i += blockDim.x) {
     const float y = xr[i] * inv * (1.0f + __bfloat162float(w[i]));
@@ -45,17 +106,18 @@ __global__ void rms_norm_kernel(const float* x, const bf16* w, int dim, float ep
 }
 
 // One warp per (token, head).
-__global__ void head_norm_rope_kernel(float* x, const bf16* w, const float* inv_freq, const int32_t* pos, int T,
-                                      int heads, int dim, int rotary, float eps) {
+__global__ void head_norm_rope_kernel(const float* x, int64_t ldx, float* y, const bf16* w, const float* inv_freq,
+                                      const int32_t* pos, int T, int heads, int dim, int rotary, float eps) {
   const int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
   if (warp >= T * heads) return;
   const int t = warp / heads;
-  float* v = x + static_cast<int64_t>(warp) * dim;
+  const float* u = x + t * ldx + static_cast<int64_t>(warp % heads) * dim;
+  float* v = y + static_cast<int64_t>(warp) * dim;
   float ss = 0;
-  for (int i = lane; i < dim; i += 32) ss += v[i] * v[i];
+  for (int i = lane; i < dim; i += 32) ss += u[i] * u[i];
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffff, ss, o);
   const float inv = rsqrtf(ss / dim + eps);
-  for (int i = lane; i < dim; i += 32) v[i] = v[i] * inv * (1.0f + __bfloat162float(w[i]));
+  for (int i = lane; i < dim; i += 32) v[i] = u[i] * inv * (1.0f + __bfloat162float(w[i]));
   __syncwarp();
   const int half = rotary / 2;
   const float p = static_cast<float>(pos[t]);
@@ -70,12 +132,12 @@ __global__ void head_norm_rope_kernel(float* x, const bf16* w, const float* inv_
   }
 }
 
-__global__ void write_pages_kernel(const float* src, bf16* cache, TokenMeta m, int T, int width, int page_size) {
+__global__ void write_pages_kernel(const float* src, int64_t ld, bf16* cache, TokenMeta m, int width, int page_size) {
   const int t = blockIdx.x;
   const int p = m.pos[t];
   const int page = m.block_table[static_cast<int64_t>(m.seq[t]) * m.max_blocks + p / page_size];
   bf16* dst = cache + (static_cast<int64_t>(page) * page_size + p % page_size) * width;
-  for (int i = threadIdx.x; i < width; i += blockDim.x) dst[i] = __float2bfloat16(src[static_cast<int64_t>(t) * width + i]);
+  for (int i = threadIdx.x; i < width; i += blockDim.x) dst[i] = __float2bfloat16(src[t * ld + i]);
 }
 
 __global__ void add_kernel(float* x, const float* y, int64_t n) {
@@ -83,40 +145,32 @@ __global__ void add_kernel(float* x, const float* y, int64_t n) {
     x[i] += y[i];
 }
 
-__global__ void scale_add_kernel(float* x, float scale, const float* y, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-    x[i] = x[i] * scale + y[i];
-}
-
 __global__ void to_bf16_kernel(const float* x, bf16* y, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
     y[i] = __float2bfloat16(x[i]);
 }
 
-__global__ void swiglu_kernel(const float* gate, const float* up, int64_t n, float alpha, float limit, bf16* out) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    const float g = fminf(gate[i], limit);
-    const float u = fmaxf(-limit, fminf(up[i], limit));
-    out[i] = __float2bfloat16((u + 1.0f) * (g / (1.0f + expf(-alpha * g))));
+__global__ void gather_f32_kernel(const float* __restrict__ src, const int32_t* __restrict__ rows, int width,
+                                  float* __restrict__ dst) {
+  const int i = blockIdx.x;
+  const float* s = src + static_cast<int64_t>(rows[i]) * width;
+  float* d = dst + static_cast<int64_t>(i) * width;
+  if (width % 4 == 0) {
+    for (int c = threadIdx.x * 4; c < width; c += blockDim.x * 4)
+      *reinterpret_cast<float4*>(d + c) = *reinterpret_cast<const float4*>(s + c);
+    return;
   }
+  for (int c = threadIdx.x; c < width; c += blockDim.x) d[c] = s[c];
 }
 
-__global__ void gather_bf16_kernel(const bf16* src, const int32_t* rows, int width, bf16* dst) {
-  const int i = blockIdx.x;
-  for (int c = threadIdx.x; c < width; c += blockDim.x)
-    dst[static_cast<int64_t>(i) * width + c] = src[static_cast<int64_t>(rows[i]) * width + c];
-}
-
-__global__ void gather_f32_kernel(const float* src, const int32_t* rows, int width, float* dst) {
-  const int i = blockIdx.x;
-  for (int c = threadIdx.x; c < width; c += blockDim.x)
-    dst[static_cast<int64_t>(i) * width + c] = src[static_cast<int64_t>(rows[i]) * width + c];
-}
-
-__global__ void scatter_add_kernel(const float* y, const int32_t* rows, const float* w, int width, float* out) {
-  const int i = blockIdx.x;
-  for (int c = threadIdx.x; c < width; c += blockDim.x)
-    out[static_cast<int64_t>(rows[i]) * width + c] += w[i] * y[static_cast<int64_t>(i) * width + c];
+__global__ void fill_random_kernel(void* p, bool f32, int64_t n, uint64_t key, float scale) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    const float v = counter_gaussian(key + static_cast<uint64_t>(i)) * scale;
+    if (f32)
+      static_cast<float*>(p)[i] = v;
+    else
+      static_cast<bf16*>(p)[i] = __float2bfloat16(v);
+  }
 }
 
 int grid_for(int64_t n) { return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535)); }
@@ -127,36 +181,34 @@ void embed_rows(const bf16* table, const int32_t* ids, int T, int H, float* out,
   if (T > 0) embed_kernel<<<T, kThreads, 0, s>>>(table, ids, H, out);
 }
 void rms_norm(const float* x, const bf16* w, int rows, int dim, float eps, bf16* ob, float* of, cudaStream_t s) {
-  if (rows > 0) rms_norm_kernel<<<rows, kThreads, 0, s>>>(x, w, dim, eps, ob, of);
+  if (rows > 0) rms_norm_kernel<<<rows, kThreads, 0, s>>>(const_cast<float*>(x), nullptr, w, dim, eps, ob, of);
 }
-void head_norm_rope(float* x, const bf16* w, const float* inv_freq, const int32_t* pos, int T, int heads, int dim,
-                    int rotary, float eps, cudaStream_t s) {
+void add_rms_norm(float* x, const float* delta, const bf16* w, int rows, int dim, float eps, bf16* ob, float* of,
+                  cudaStream_t s) {
+  if (rows > 0) rms_norm_kernel<<<rows, kThreads, 0, s>>>(x, delta, w, dim, eps, ob, of);
+}
+void head_norm_rope(const float* x, int64_t ldx, float* y, const bf16* w, const float* inv_freq, const int32_t* pos,
+                    int T, int heads, int dim, int rotary, float eps, cudaStream_t s) {
   const int warps = T * heads;
-  if (warps > 0) head_norm_rope_kernel<<<(warps * 32 + kThreads - 1) / kThreads, kThreads, 0, s>>>(x, w, inv_freq, pos, T, heads, dim, rotary, eps);
+  if (warps > 0)
+    head_norm_rope_kernel<<<(warps * 32 + kThreads - 1) / kThreads, kThreads, 0, s>>>(x, ldx, y, w, inv_freq, pos, T,
+                                                                                       heads, dim, rotary, eps);
 }
-void write_pages(const float* src, bf16* cache, TokenMeta m, int T, int width, int page_size, cudaStream_t s) {
-  if (T > 0) write_pages_kernel<<<T, 128, 0, s>>>(src, cache, m, T, width, page_size);
+void write_pages(const float* src, int64_t ld, bf16* cache, TokenMeta m, int T, int width, int page_size,
+                 cudaStream_t s) {
+  if (T > 0) write_pages_kernel<<<T, 128, 0, s>>>(src, ld, cache, m, width, page_size);
 }
 void add_inplace(float* x, const float* y, int64_t n, cudaStream_t s) {
   if (n > 0) add_kernel<<<grid_for(n), kThreads, 0, s>>>(x, y, n);
 }
-void scale_add(float* x, float scale, const float* y, int64_t n, cudaStream_t s) {
-  if (n > 0) scale_add_kernel<<<grid_for(n), kThreads, 0, s>>>(x, scale, y, n);
-}
 void f32_to_bf16(const float* x, bf16* y, int64_t n, cudaStream_t s) {
   if (n > 0) to_bf16_kernel<<<grid_for(n), kThreads, 0, s>>>(x, y, n);
 }
-void swiglu_oai(const float* gate, const float* up, int64_t n, float alpha, float limit, bf16* out, cudaStream_t s) {
-  if (n > 0) swiglu_kernel<<<grid_for(n), kThreads, 0, s>>>(gate, up, n, alpha, limit, out);
-}
-void gather_rows_bf16(const bf16* src, const int32_t* rows, int n, int width, bf16* dst, cudaStream_t s) {
-  if (n > 0) gather_bf16_kernel<<<n, kThreads, 0, s>>>(src, rows, width, dst);
+void fill_random(void* p, bool f32, int64_t n, uint64_t key, float scale, cudaStream_t s) {
+  if (n > 0) fill_random_kernel<<<grid_for(n), kThreads, 0, s>>>(p, f32, n, key, scale);
 }
 void gather_rows_f32(const float* src, const int32_t* rows, int n, int width, float* dst, cudaStream_t s) {
   if (n > 0) gather_f32_kernel<<<n, kThreads, 0, s>>>(src, rows, width, dst);
-}
-void scatter_add_rows(const float* y, const int32_t* rows, const float* w, int n, int width, float* out, cudaStream_t s) {
-  if (n > 0) scatter_add_kernel<<<n, kThreads, 0, s>>>(y, rows, w, width, out);
 }
 
 }  // namespace m3::cuda

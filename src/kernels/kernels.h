@@ -8,6 +8,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "kernels/attention_plan.h"
+
 namespace m3::cuda {
 
 using bf16 = __nv_bfloat16;
@@ -25,40 +27,109 @@ void embed_rows(const bf16* table, const int32_t* ids, int T, int H, float* out,
 // null).
 void rms_norm(const float* x, const bf16* w, int rows, int dim, float eps, bf16* out_bf16, float* out_f32,
               cudaStream_t s);
-// Per-head Gemma RMSNorm then partial NeoX RoPE, in place on x [T, heads, dim]. inv_freq: [rotary_dim / 2].
-void head_norm_rope(float* x, const bf16* w, const float* inv_freq, const int32_t* pos, int T, int heads,
-                    int dim, int rotary_dim, float eps, cudaStream_t s);
-// Writes rows of src [T, width] (fp32) into paged caches [page][slot][width] as bf16.
-void write_pages(const float* src, bf16* cache, TokenMeta meta, int T, int width, int page_size,
+// The residual add fused with the next norm: x += delta, then rms_norm(x).
+void add_rms_norm(float* x, const float* delta, const bf16* w, int rows, int dim, float eps, bf16* out_bf16,
+                  float* out_f32, cudaStream_t s);
+// Per-head Gemma RMSNorm then partial NeoX RoPE: y [T, heads, dim] from x rows [T] of stride ldx (heads x dim
+// at the start of each row; y may equal x when ldx = heads x dim). inv_freq: [rotary_dim / 2].
+void head_norm_rope(const float* x, int64_t ldx, float* y, const bf16* w, const float* inv_freq, const int32_t* pos,
+                    int T, int heads, int dim, int rotary_dim, float eps, cudaStream_t s);
+// Writes rows of src [T] (stride ld, fp32, `width` values each) into paged caches [page][slot][width] as bf16.
+void write_pages(const float* src, int64_t ld, bf16* cache, TokenMeta meta, int T, int width, int page_size,
                  cudaStream_t s);
 
-// MSA: block_scores [T, heads, max_blocks_in_batch] = max over visible tokens j of <index_q[t,g],
-// index_k[j]>.
+// The MSA kernels launch with programmatic dependent launch: they may read TokenMeta (pos, seq, block table)
+// before the previous kernel in the stream has finished, so no kernel of a step may write TokenMeta (the host
+// uploads it before the step).
+// ---- MSA index branch (msa_index.cu). block_scores [T, heads, score_stride] fp32: for token t and index
+// head g, entry b (0 <= b <= pos[t] / page_size) = max over the tokens j <= pos[t] of block b of t's
+// sequence of <bf16(index_q[t, g]), index_k[j]> (fp32 accumulation; -inf if every such score is NaN).
+// Entries past the token's own block are NOT written (they keep whatever the buffer held). index_q: fp32
+// [T, heads, dim], 16-byte aligned; dim in {32, 64, 128}; score_stride >= pos[t] / page_size + 1 for every t.
+// Both paths are exact for any batch; max_tokens_per_seq only picks the faster one: 1 (every sequence has one
+// query token: decode) streams each token's index keys split over the KV axis (heads <= 8); anything else
+// (0 = unknown) scores tiles of consecutive tokens of one sequence on tensor cores, where single-token
+// sequences are handled one after the other per CTA: score a mixed batch in two calls, offsetting index_q,
+// meta.seq, meta.pos and block_scores to the decode tokens and to the prefill tokens. Launch shapes depend
+// only on the host arguments (T, heads, dim, page_size, score_stride, max_tokens_per_seq): graph-safe.
 void msa_block_scores(const float* index_q, const bf16* index_cache, TokenMeta meta, int T, int heads,
-                      int dim, int page_size, int score_stride, float* block_scores, cudaStream_t s);
-// MSA selection per (token, group): forced init/local blocks + top scores, ascending ids, -1 padded to topk.
+                      int dim, int page_size, int score_stride, float* block_scores, cudaStream_t s,
+                      int max_tokens_per_seq = 0);
+// MSA selection per (token, group) = select_blocks (model/msa_selection.h): forced init/local blocks + top
+// scores (NaN ranks last, ties to the lower id), ascending ids, -1 padded to topk. Reads only entries
+// b <= pos[t] / page_size of each score row. Needs 1 <= local_blocks, 0 <= init_blocks, init + local <= topk
+// <= 64 (kInvalidArgument otherwise). Graph-safe (shapes from T, heads, score_stride).
 void msa_select(const float* block_scores, TokenMeta meta, int T, int heads, int score_stride, int page_size,
                 int topk, int local_blocks, int init_blocks, int32_t* selection, cudaStream_t s);
-// Paged causal GQA attention; with `selection` ([T, kv_heads, topk]) only keys in the selected blocks.
+// ---- Paged GQA attention on tensor cores (attention.cu). Query token t (q fp32 [T, heads, dim], post RoPE)
+// attends the keys j <= pos[t] of its sequence: all of them (selection null: dense layers), or only those in
+// the blocks of selection[t][kv_head][0..topk) (ascending distinct block ids, -1 padded; MSA layers). Output
+// bf16 [T, heads x dim], every element written. `tiles` is the device copy of plan_attention(..., heads /
+// kv_heads, dim) (attention_plan.h) for this batch; max_kv_len bounds pos + 1 over the batch (it only sizes
+// the split-K; the keys are always read from pos). Launch shapes depend only on host arguments (graph-safe).
+// With splits > 1 `workspace` must hold paged_attention_workspace_floats(...) floats; a null workspace forces
+// splits = 1.
+struct AttentionTiles {
+  const AttentionTile* tiles = nullptr;  // device [count]
+  int count = 0;
+  int max_tokens = 0;  // AttentionPlan::max_tokens
+};
 void paged_attention(const float* q, const bf16* k_cache, const bf16* v_cache, TokenMeta meta,
-                     const int32_t* selection, int topk, int T, int heads, int kv_heads, int dim,
-                     int page_size, float scale, float* out, cudaStream_t s);
+                     const int32_t* selection, int topk, const AttentionTiles& tiles, int T, int heads,
+                     int kv_heads, int dim, int page_size, int max_kv_len, float scale, float* workspace,
+                     bf16* out, cudaStream_t s);
+// The split count paged_attention picks for these arguments (sparse = selection non-null) and the workspace
+// it needs. Size the workspace for the largest over the layers of a forward (dense and MSA differ).
+int paged_attention_splits(const AttentionTiles& tiles, int heads, int kv_heads, int dim, int page_size,
+                           bool sparse, int topk, int max_kv_len);
+size_t paged_attention_workspace_floats(const AttentionTiles& tiles, int T, int heads, int kv_heads, int dim,
+                                        int page_size, bool sparse, int topk, int max_kv_len);
+// As paged_attention with an explicit split count (>= 1; tests and benchmarks).
+void paged_attention_with_splits(const float* q, const bf16* k_cache, const bf16* v_cache, TokenMeta meta,
+                                 const int32_t* selection, int topk, const AttentionTiles& tiles, int T,
+                                 int heads, int kv_heads, int dim, int page_size, int splits, float scale,
+                                 float* workspace, bf16* out, cudaStream_t s);
 
 void add_inplace(float* x, const float* y, int64_t n, cudaStream_t s);
 void f32_to_bf16(const float* x, bf16* y, int64_t n, cudaStream_t s);
-// out[i] = SwiGLU-OAI(gate[i], up[i]) for gate_up laid out as two arrays of n.
-void swiglu_oai(const float* gate, const float* up, int64_t n, float alpha, float limit, bf16* out,
-                cudaStream_t s);
+void gather_rows_f32(const float* src, const int32_t* rows, int n, int width, float* dst, cudaStream_t s);
+// Synthetic weights: p[i] = counter_gaussian(key + i) * scale (common/random_init.h), bf16 or fp32.
+void fill_random(void* p, bool f32, int64_t n, uint64_t key, float scale, cudaStream_t s);
+
+// ---- MoE / MLP (moe.cu). Gate/up weights are fused as [2I, K] with rows interleaved in blocks of 8
+// (rows 16j..16j+7: gate units 8j..8j+7, rows 16j+8..16j+15: up units 8j..8j+7).
 // Router: sigmoid(logits) (+bias for the choice), top-k with ties to the lower id, weights renormalised over
 // the unbiased scores. ids/weights: [T, k].
 void moe_route(const float* logits, const float* bias, int T, int experts, int k, int32_t* ids,
                float* weights, cudaStream_t s);
-void gather_rows_bf16(const bf16* src, const int32_t* rows, int n, int width, bf16* dst, cudaStream_t s);
-// out[rows[i]] += weights[i] * y[i] for i in [0, n) (rows distinct within one call).
-void scatter_add_rows(const float* y, const int32_t* rows, const float* weights, int n, int width, float* out,
-                      cudaStream_t s);
-// x = x * scale + y
-void scale_add(float* x, float scale, const float* y, int64_t n, cudaStream_t s);
-void gather_rows_f32(const float* src, const int32_t* rows, int n, int width, float* dst, cudaStream_t s);
+// Groups the T x k pairs by expert, stable in pair order: counts[G], offsets[G + 1] (G = E, plus one group
+// holding every token when `shared`), rank[T x k] (a pair's index within its expert), slot_token[offsets[G]]
+// (the token of each compact slot), active[G] (the non-empty groups in ascending order, then -1). One CTA;
+// E <= 256.
+void moe_group(const int32_t* ids, int T, int k, int E, bool shared, int32_t* counts, int32_t* offsets,
+               int32_t* rank, int32_t* slot_token, int32_t* active, cudaStream_t s);
+// For each group e with counts[e] > 0: Y[offsets[e] + i] = W[e] . X[row_i] for i < counts[e], where row_i =
+// slot_token[offsets[e] + i] (or offsets[e] + i when slot_token is null). W: groups x [N, K] bf16 at stride
+// w_stride; X rows bf16 with stride ldx; K % 8 == 0, N % 16 == 0. swiglu: W is interleaved gate/up and Y is
+// bf16 act [slots, N / 2]; else Y is fp32 [slots, N]. With `active` (moe_group's list) only the first
+// min(groups, max_active) entries get CTAs (max_active: a host bound on non-empty groups, e.g. T x k + 1), else
+// every group does. max_count: a host bound on counts[e] (e.g. T); <= 8 selects a leaner kernel. The grid
+// depends only on host arguments: graph-safe.
+void grouped_gemv(const bf16* W, int64_t w_stride, int groups, int N, int K, const bf16* X, int ldx,
+                  const int32_t* slot_token, const int32_t* counts, const int32_t* offsets, const int32_t* active,
+                  int max_active, int max_count, bool swiglu, float alpha, float limit, void* Y, cudaStream_t s);
+// act [rows, I] bf16 = SwiGLU-OAI of the interleaved fp32 GEMM output [rows, 2I].
+void swiglu_interleaved(const float* gate_up, int64_t rows, int I, float alpha, float limit, bf16* act,
+                        cudaStream_t s);
+// Grouped rows for per-expert GEMMs: xs[slot(p)] = x[p / k] for every pair p, slot = offsets[e] + rank[p]
+// (compact; offsets non-null) or e x cap + rank[p] (padded). H % 8 == 0.
+void moe_gather(const bf16* x, const int32_t* ids, const int32_t* rank, const int32_t* offsets, int cap, int T,
+                int k, int H, bf16* xs, cudaStream_t s);
+// out[t] = scale x sum over t's experts (ascending id) of w x y[slot] + shared_row(t); slot = offsets[e] +
+// rank (compact; offsets non-null) or e x cap + rank (padded). shared_row(t) = shared[t] when shared is
+// non-null, else y[offsets[E] + t] (the shared expert computed as group E). k <= 16.
+void moe_combine(const float* y, const int32_t* ids, const float* w, const int32_t* rank, const int32_t* offsets,
+                 int cap, int T, int k, int H, float scale, const float* shared, int E, float* out,
+                 cudaStream_t s);
 
 }  // namespace m3::cuda

@@ -50,13 +50,29 @@ std::string resolve_device(const std::string& requested) {
 
 std::unique_ptr<ModelBackend> load_backend(const std::string& model_dir, const BackendOptions& options) {
   ModelConfig config = load_model_config(model_dir);
+  if (options.load_format != "auto" && options.load_format != "safetensors" && options.load_format != "dummy")
+    fail(ErrorKind::kInvalidArgument,
+         "--load-format '" + options.load_format + "' is not one of auto, safetensors, dummy");
+  const bool dummy = options.load_format == "dummy";
+  if (dummy && options.device != "cuda")
+    fail(ErrorKind::kInvalidArgument, "--load-format dummy (random weights) needs --device cuda");
   if (options.device == "cuda") {
 #ifdef M3_HAVE_CUDA
     if (cuda::list_devices().empty())
       fail(ErrorKind::kUnavailable, "--device cuda: " + cuda_devices_summary());
+    CudaModelOptions co;
+    co.num_kv_pages = options.num_kv_pages;
+    co.gpu_memory_utilization = options.gpu_memory_utilization;
+    co.max_num_batched_tokens = options.max_num_batched_tokens;
+    co.max_num_seqs = options.max_num_seqs;
+    co.max_model_len = options.max_model_len;
+    co.cuda_graphs = !options.enforce_eager;
+    if (dummy) {
+      log_info("--load-format dummy: random weights generated on the device (speed measurement only)");
+      return std::make_unique<CudaModel>(std::move(config), nullptr, co);
+    }
     Checkpoint ckpt(model_dir);
-    return std::make_unique<CudaModel>(std::move(config), ckpt, options.num_kv_pages,
-                                       options.gpu_memory_utilization);
+    return std::make_unique<CudaModel>(std::move(config), &ckpt, co);
 #else
     fail(ErrorKind::kUnsupported, "--device cuda: " + cuda_devices_summary());
 #endif

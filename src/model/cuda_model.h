@@ -1,7 +1,8 @@
 // The CUDA backend: the same forward pass as the CPU reference on the GPU. BF16 weights and KV pages, fp32
-// residual stream and accumulation, cuBLAS GEMMs, kernels from src/kernels. Correct first: the MoE reads the
-// routing back to the host to group tokens by expert (one sync per MoE layer), and attention is a
-// straightforward per-head kernel; the performance work replaces both.
+// residual stream and accumulation, fused input projections and gate/up GEMMs (cuBLAS), kernels from
+// src/kernels: device-side MoE grouping with a grouped tensor-core GEMV for small batches (no host sync),
+// decode steps replayed from CUDA graphs per batch-size bucket, and a memory plan (weights, a profiled
+// activation peak, then the KV pool from --gpu-memory-utilization).
 #pragma once
 
 #include <memory>
@@ -13,23 +14,41 @@
 
 namespace m3 {
 
+struct CudaModelOptions {
+  int num_kv_pages = 0;                 // <= 0: size the pool from free memory x gpu_memory_utilization
+  double gpu_memory_utilization = 0.9;  // share of the device's memory this process may use
+  int max_num_batched_tokens = 8192;    // largest step (prefill chunk) the engine schedules: profiled
+  int max_num_seqs = 256;               // largest decode batch: the top CUDA-graph bucket
+  int64_t max_model_len = 0;            // 0: the model's max_position_embeddings
+  bool cuda_graphs = true;              // --enforce-eager turns them off
+};
+
 class CudaModel : public ModelBackend {
  public:
-  // num_kv_pages <= 0: size the KV pool from the free device memory x gpu_memory_utilization.
-  CudaModel(ModelConfig config, const Checkpoint& ckpt, int num_kv_pages, double gpu_memory_utilization);
+  // ckpt == nullptr: synthetic weights generated on the device (model/random_model.h scales, `random_seed`),
+  // for speed work without a checkpoint on disk.
+  CudaModel(ModelConfig config, const Checkpoint* ckpt, const CudaModelOptions& options,
+            uint64_t random_seed = 0);
   ~CudaModel() override;
 
   const ModelConfig& config() const override { return config_; }
   const char* device_name() const override { return "cuda"; }
   int num_kv_pages() const override { return num_pages_; }
+  bool samples_on_device() const override { return true; }
   ForwardOutput forward(const ForwardBatch& batch, const ForwardOptions& options = {}) override;
+  // Benchmarks: fills every KV and index-key page with synthetic values (a long context without a prefill).
+  void fill_kv_random(uint64_t seed);
 
   struct Impl;
 
  private:
+  struct Graphs;
+  ForwardOutput run(const ForwardBatch& batch, const ForwardOptions& options, bool profile);
+
   ModelConfig config_;
   int num_pages_ = 0;
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<Graphs> graphs_;
 };
 
 }  // namespace m3

@@ -122,10 +122,13 @@ TEST(GenerateCliText, PromptTextStopStringsAndText) {
   const std::string text = free_run.lines[0]["text"].get<std::string>();
   ASSERT_EQ(ids.size(), 12u);
   EXPECT_EQ(text, tok.decode(ids, /*skip_special_tokens=*/true));
-  // Stop at the first character of the third token's text: the output must end before it.
+  // Stop at the first character of the third token's text (a whole UTF-8 character: token texts often start
+  // with a multi-byte one): the output must end before it.
   const std::string third = tok.decode(std::vector<int32_t>{ids[2]}, true);
   ASSERT_FALSE(third.empty());
-  const std::string stop = third.substr(0, 1);
+  const unsigned char lead = static_cast<unsigned char>(third[0]);
+  const size_t width = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+  const std::string stop = third.substr(0, width);
   const size_t cut = text.find(stop);
   nlohmann::json req = {{"prompt", "Hello world"}, {"max_tokens", 12}, {"temperature", 0}, {"stop", {stop}}};
   CliRun stopped = m3_generate("--model " + dir.string(), req.dump() + "\n");

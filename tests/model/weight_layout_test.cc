@@ -94,5 +94,24 @@ TEST(WeightLayout, DenseMlpUnderEitherName) {
   EXPECT_EQ(ra.step({{ra.add_sequence(), prompt}}), rb.step({{rb.add_sequence(), prompt}}));
 }
 
+TEST(WeightLayout, LoadFormatIsCheckedAndNamed) {
+  BackendOptions o;
+  o.num_kv_pages = 4;
+  o.load_format = "pt";
+  try {
+    load_backend(fixture_model_dir("m3-tiny-msa"), o);
+    FAIL() << "an unknown --load-format must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--load-format 'pt'"), std::string::npos) << e.what();
+  }
+  o.load_format = "dummy";  // random weights exist only for the CUDA backend
+  try {
+    load_backend(fixture_model_dir("m3-tiny-msa"), o);
+    FAIL() << "--load-format dummy on the CPU backend must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--load-format dummy"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace m3::testing

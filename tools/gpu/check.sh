@@ -1,28 +1,43 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine (see pack.sh): the GPU test suite, the MSA kernel test under compute-sanitizer, and
-# `m3 generate --device cuda` on the golden fixtures; full logs go to $OUT, a short table is printed last.
+# Runs on the GPU machine (see pack.sh) with `run(carry=["build-gpu"])`: `check.sh [tests] [e2e] [bench] ...`
+# (default: tests). tests: the GPU test suite, compute-sanitizer memcheck on the kernel tests, and
+# `m3 generate --device cuda` on the golden fixtures. e2e: the server e2e suite with every model-backed server
+# on --device cuda (needs pack.sh's M3_PACK_NODE=1). bench: m3-kernel-bench (all benches, or BENCH_FILTER).
+# Full logs go to $OUT; short tables are printed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/m3-gpu-out}
 mkdir -p "$OUT"
+[ -f build-gpu/bundle.tar.xz ] && tar -C build-gpu -xJf build-gpu/bundle.tar.xz  # pack.sh M3_PACK_NODE=1
 export LD_LIBRARY_PATH="$PWD/build-gpu/lib:${LD_LIBRARY_PATH:-}"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 status=0
-build-gpu/cuda_test --gtest_output=json:"$OUT/cuda_test.json" >"$OUT/cuda_test.log" 2>&1 || status=1
-tail -3 "$OUT/cuda_test.log"
-compute-sanitizer --tool memcheck build-gpu/cuda_test --gtest_filter='MsaSelectKernel.*:CudaGolden.TeacherForced*/m3_tiny_msa' \
-  >"$OUT/sanitizer.log" 2>&1 && echo "compute-sanitizer memcheck: clean" || { echo "compute-sanitizer: FAILED"; status=1; }
-tail -2 "$OUT/sanitizer.log"
-for m in m3-tiny-msa m3-tiny-block128; do
-  python3 - "$m" >"$OUT/in_$m.jsonl" <<'PY'
+want() { [ $# -eq 0 ] && return 0; local w; for w in "${MODES[@]}"; do [ "$w" = "$1" ] && return 0; done; return 1; }
+MODES=("$@")
+[ ${#MODES[@]} -eq 0 ] && MODES=(tests)
+
+if want tests; then
+  build-gpu/cuda_test --gtest_output=json:"$OUT/cuda_test.json" >"$OUT/cuda_test.log" 2>&1 || status=1
+  tail -3 "$OUT/cuda_test.log"
+  compute-sanitizer --tool memcheck --error-exitcode 1 build-gpu/cuda_test \
+    --gtest_filter='*MsaSelectKernel*:*MsaScore*:*AttentionKernel*:*Moe*:*Sampling*:CudaGolden.TeacherForced*/m3_tiny_msa' \
+    >"$OUT/sanitizer.log" 2>&1 && echo "compute-sanitizer memcheck: clean" || { echo "compute-sanitizer: FAILED"; status=1; }
+  tail -2 "$OUT/sanitizer.log"
+  for tool in racecheck synccheck; do  # shared-memory races / barrier misuse in the pipelined kernels
+    compute-sanitizer --tool $tool --error-exitcode 1 build-gpu/cuda_test --gtest_filter='*Msa*:*AttentionKernel*:*Moe*' \
+      >"$OUT/$tool.log" 2>&1 && echo "compute-sanitizer $tool: clean" || { echo "compute-sanitizer $tool: FAILED"; status=1; }
+    tail -1 "$OUT/$tool.log"
+  done
+  for m in m3-tiny-msa m3-tiny-block128; do
+    python3 - "$m" >"$OUT/in_$m.jsonl" <<'PY'
 import json, sys
 g = json.load(open(f"tests/fixtures/goldens/{sys.argv[1]}.json"))
 for p in g["prompts"]:
     print(json.dumps({"prompt_token_ids": p["prompt_token_ids"], "max_tokens": p["max_tokens"], "temperature": 0, "ignore_eos": True}))
 PY
-  build-gpu/m3 generate --model "tests/fixtures/models/$m" --device cuda --input "$OUT/in_$m.jsonl" \
-    --output "$OUT/out_$m.jsonl" 2>>"$OUT/generate.log" || status=1
-  python3 - "$m" "$OUT/out_$m.jsonl" <<'PY'
+    build-gpu/m3 generate --model "tests/fixtures/models/$m" --device cuda --input "$OUT/in_$m.jsonl" \
+      --output "$OUT/out_$m.jsonl" 2>>"$OUT/generate.log" || status=1
+    python3 - "$m" "$OUT/out_$m.jsonl" <<'PY'
 import json, sys
 g = json.load(open(f"tests/fixtures/goldens/{sys.argv[1]}.json"))
 outs = [json.loads(l) for l in open(sys.argv[2])]
@@ -33,16 +48,74 @@ for p, o in zip(g["prompts"], outs):
     ok += got[:clear] == ref[:clear]
 print(f"m3 generate --device cuda {sys.argv[1]}: {ok}/{len(outs)} prompts match the reference greedy ids (while margin >= 0.5)")
 PY
-done
-python3 - "$OUT/cuda_test.json" <<'PY'
+  done
+  python3 - "$OUT/cuda_test.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
-print(f"{'test':70s} result")
 for s in r["testsuites"]:
     for t in s["testsuite"]:
         res = "SKIP" if t.get("result") == "SKIPPED" else ("FAIL" if t.get("failures") else "ok")
         extra = {k: v for k, v in t.items() if k.startswith(("worst", "decode"))}
-        print(f"{s['name'] + '.' + t['name']:70s} {res} {extra if extra else ''}")
-print(f"tests: {r['tests']}, failures: {r['failures']}")
+        if res != "ok" or extra:
+            print(f"{s['name'] + '.' + t['name']:70s} {res} {extra if extra else ''}")
+print(f"gpu tests: {r['tests']}, failures: {r['failures']}")
 PY
+fi
+
+if want e2e; then
+  mkdir -p /tmp/m3-node
+  xz -dc build-gpu/node/node.xz >/tmp/m3-node/node && chmod +x /tmp/m3-node/node
+  tar -C tests/e2e/server -xJf build-gpu/node/node_modules.tar.xz
+  for suite in openai anthropic bad_input load drain scripted; do
+    (cd tests/e2e/server && M3_BINARY="$PWD/../../../build-gpu/m3" M3_REPO_ROOT="$PWD/../../.." \
+       M3_E2E_WORKDIR=/tmp/m3-e2e M3_E2E_SERVE_ARGS="--device cuda" \
+       timeout 500 /tmp/m3-node/node --test --test-reporter=spec "$suite.test.mjs" >"$OUT/e2e_$suite.log" 2>&1) \
+      && echo "e2e $suite (--device cuda): $(grep -E "^ℹ (tests|pass|fail) " "$OUT/e2e_$suite.log" | tr "\n" " ")" \
+      || { echo "e2e $suite (--device cuda): FAILED"; grep -E '^✖|Error' "$OUT/e2e_$suite.log" | head -5; status=1; }
+  done
+fi
+
+if want profile; then  # where a decode step's time goes (nsys kernel summary), PROFILE_FILTER picks the step
+  filter=${PROFILE_FILTER:-decode_step B=1 }
+  if command -v nsys >/dev/null; then
+    nsys profile -o "$OUT/step" --force-overwrite true build-gpu/m3-kernel-bench --filter "$filter" --iters 5 \
+      >"$OUT/profile_run.log" 2>&1
+    nsys stats --report cuda_gpu_kern_sum --format csv "$OUT/step.nsys-rep" >"$OUT/kernels.csv" 2>/dev/null
+    python3 - "$OUT/kernels.csv" <<'PY'
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 8]
+head, body = rows[0], rows[1:]
+ti, ni, ci = head.index("Total Time (ns)"), head.index("Name"), head.index("Instances")
+total = sum(float(r[ti]) for r in body)
+print(f"profile ({sys.argv[1]}): {total/1e6:.1f} ms of kernel time")
+for r in sorted(body, key=lambda r: -float(r[ti]))[:25]:
+    print(f"{float(r[ti])/total*100:5.1f}%  {float(r[ti])/1e3/int(r[ci]):9.1f} us x{int(r[ci]):5d}  {r[ni][:110]}")
+PY
+  else  # ncu: every kernel of the run replayed once for its duration (synthetic-weight fills excluded)
+    ncu --metrics gpu__time_duration.sum --csv --kernel-name regex:'^(?!fill_random)' \
+      build-gpu/m3-kernel-bench --filter "$filter" --iters 1 >"$OUT/ncu.csv" 2>"$OUT/ncu.log"
+    python3 - "$OUT/ncu.csv" <<'PY'
+import csv, sys, collections
+lines = [l for l in open(sys.argv[1]) if l.startswith('"')]
+rows = list(csv.DictReader(lines))
+agg = collections.defaultdict(lambda: [0.0, 0])
+for r in rows:
+    if r.get("Metric Name") != "gpu__time_duration.sum":
+        continue
+    v = float(r["Metric Value"].replace(",", ""))
+    v = v / 1000 if r.get("Metric Unit") == "nsecond" else v  # -> us
+    agg[r["Kernel Name"][:100]][0] += v
+    agg[r["Kernel Name"][:100]][1] += 1
+total = sum(v for v, n in agg.values())
+print(f"ncu: {len(rows)} kernel launches, {total:.0f} us of kernel time (all profiled steps together)")
+for name, (v, n) in sorted(agg.items(), key=lambda kv: -kv[1][0])[:30]:
+    print(f"{v/total*100:5.1f}%  {v/n:9.1f} us x{n:4d}  {name}")
+PY
+  fi
+fi
+
+if want bench; then
+  build-gpu/m3-kernel-bench ${BENCH_FILTER:+--filter "$BENCH_FILTER"} ${BENCH_ARGS:-} --json "$OUT/bench.json" \
+    2>&1 | tee "$OUT/bench.log" || status=1
+fi
 exit $status

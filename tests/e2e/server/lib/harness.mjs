@@ -133,6 +133,10 @@ export class Server {
   }
 }
 
+// Extra flags for every server of the suite, e.g. M3_E2E_SERVE_ARGS="--device cuda" runs it on the GPU backend
+// (scripted servers keep their scripted device).
+const EXTRA_ARGS = (process.env.M3_E2E_SERVE_ARGS || '').split(' ').filter(Boolean);
+
 // Starts `m3 serve` on the tiny model (or `model`) with `args` and waits until /health answers 200.
 export async function startServer({ args = [], script = null, model = null, env = {} } = {}) {
   const dir = model ?? (await tinyModel());
@@ -142,7 +146,7 @@ export async function startServer({ args = [], script = null, model = null, env 
     const argv = ['serve', dir, '--host', '127.0.0.1', '--port', String(port), ...names,
                   '--reasoning-parser', 'minimax_m3', '--tool-call-parser', 'minimax_m3',
                   '--enable-auto-tool-choice', ...(script ? ['--scripted-responses', writeScript(script)] : []),
-                  ...args];
+                  ...EXTRA_ARGS, ...args];
     // Idle OpenMP threads sleep instead of spinning: under `ctest -j` on a small machine spinning workers
     // starve each other and a 300-token generation takes seconds instead of milliseconds.
     const procEnv = { OMP_WAIT_POLICY: 'PASSIVE', ...process.env, ...env };

@@ -1,0 +1,287 @@
+// Paged attention at the real widths (64 query / 4 KV heads, head_dim 128, page 128, MSA top-16): sparse
+// decode (B = 1..64, L = 8K / 128K), dense decode (L = 8K), dense causal prefill of one 8K sequence and
+// sparse prefill of an 8K-query chunk at the end of an 8K / 32K / 128K context with realistic selections
+// (neighbouring tokens share most blocks). Floors: decode = K + V of the keys each (sequence, KV head)
+// attends, read once; prefill = 4 x heads x dim FLOPs per attended key (the causal half for dense) on the
+// bf16 tensor peak. Launches go through paged_attention (the launcher's own split-K choice, noted per row);
+// attention_decode_splits re-times B = 1 decode at fixed split counts, to check the split heuristic.
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "harness.h"
+#include "kernels/kernels.h"
+
+namespace m3::bench {
+namespace {
+
+using cuda::bf16;
+
+constexpr int kHq = 64, kHkv = 4, kGroup = kHq / kHkv, kDim = 128, kPage = 128, kTopk = 16;
+constexpr size_t kSlotElems = size_t(kHkv) * kDim;  // bf16 per cache slot (all KV heads)
+
+template <typename T>
+T* upload(Arena& a, const std::vector<T>& v) {
+  T* d = a.get<T>(v.size());
+  cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
+  return d;
+}
+
+// Ascending distinct blocks: `local` plus up to topk - 1 of [0, local) (all of them when they fit).
+std::vector<int32_t> random_selection(std::mt19937& rng, int local) {
+  std::vector<int32_t> s;
+  if (local + 1 <= kTopk) {
+    for (int b = 0; b <= local; ++b) s.push_back(b);
+    return s;
+  }
+  while (int(s.size()) < kTopk - 1) {
+    const int32_t b = int32_t(rng() % local);
+    if (std::find(s.begin(), s.end(), b) == s.end()) s.push_back(b);
+  }
+  s.push_back(local);
+  std::sort(s.begin(), s.end());
+  return s;
+}
+
+// Keys of the selected blocks a query at `pos` attends.
+int64_t selected_keys(const std::vector<int32_t>& s, int pos) {
+  int64_t n = 0;
+  for (int32_t b : s) n += std::min<int64_t>(kPage, pos - int64_t(b) * kPage + 1);
+  return n;
+}
+
+// Everything one paged_attention launch needs.
+struct Problem {
+  cuda::TokenMeta meta{};
+  cuda::AttentionTiles tiles{};
+  int T = 0, max_kv_len = 0;
+  float* q = nullptr;
+  bf16 *k = nullptr, *v = nullptr, *out = nullptr;
+  int32_t* sel = nullptr;  // null: dense
+  float* ws = nullptr;
+  int splits = 1;
+};
+
+// seqs[i] = (first position, token count); `table` is [S, max_blocks]; `pages` cache pages (random contents).
+Problem make_problem(Arena& a, const std::vector<std::pair<int, int>>& seqs,
+                     const std::vector<int32_t>& table, int max_blocks, int pages,
+                     const std::vector<int32_t>* selection, uint64_t seed) {
+  Problem pr;
+  std::vector<int32_t> seq, pos;
+  std::vector<cuda::TokenRange> ranges;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    ranges.push_back({int32_t(seq.size()), seqs[i].second});
+    for (int k = 0; k < seqs[i].second; ++k) {
+      seq.push_back(int32_t(i));
+      pos.push_back(seqs[i].first + k);
+      pr.max_kv_len = std::max(pr.max_kv_len, seqs[i].first + k + 1);
+    }
+  }
+  pr.T = int(pos.size());
+  pr.meta = {upload(a, seq), upload(a, pos), upload(a, table), max_blocks};
+  const cuda::AttentionPlan plan = cuda::plan_attention(ranges, kGroup, kDim);
+  pr.tiles = {upload(a, plan.tiles), int(plan.tiles.size()), plan.max_tokens};
+  const size_t cache = size_t(pages) * kPage * kSlotElems;
+  pr.k = a.get<bf16>(cache);
+  pr.v = a.get<bf16>(cache);
+  a.fill_bf16(pr.k, cache, 1.0f, seed);
+  a.fill_bf16(pr.v, cache, 1.0f, seed + 1);
+  pr.q = a.get<float>(size_t(pr.T) * kHq * kDim);
+  a.fill_f32(pr.q, size_t(pr.T) * kHq * kDim, 1.0f, seed + 2);
+  pr.out = a.get<bf16>(size_t(pr.T) * kHq * kDim);
+  if (selection) pr.sel = upload(a, *selection);
+  const bool sparse = selection != nullptr;
+  pr.splits = cuda::paged_attention_splits(pr.tiles, kHq, kHkv, kDim, kPage, sparse, kTopk, pr.max_kv_len);
+  const size_t ws = cuda::paged_attention_workspace_floats(pr.tiles, pr.T, kHq, kHkv, kDim, kPage, sparse,
+                                                           kTopk, pr.max_kv_len);
+  // Room for the fixed-split sweep too (32 splits at most).
+  const size_t ws_max = std::max(ws, cuda::attention_workspace_floats(pr.T, kHq, kDim, 32));
+  pr.ws = a.get<float>(ws_max);
+  return pr;
+}
+
+// splits = 0: paged_attention's own choice; else that many (the workspace must be sized for it).
+double time_problem(const Problem& pr, const Options& opts, int splits = 0) {
+  const float scale = 0.08838834764831845f;  // 1 / sqrt(128)
+  return time_us(
+      [&](cudaStream_t s) {
+        if (splits == 0)
+          cuda::paged_attention(pr.q, pr.k, pr.v, pr.meta, pr.sel, kTopk, pr.tiles, pr.T, kHq, kHkv, kDim,
+                                kPage, pr.max_kv_len, scale, pr.ws, pr.out, s);
+        else
+          cuda::paged_attention_with_splits(pr.q, pr.k, pr.v, pr.meta, pr.sel, kTopk, pr.tiles, pr.T, kHq,
+                                            kHkv, kDim, kPage, splits, scale, pr.ws, pr.out, s);
+      },
+      nullptr, opts.iters);
+}
+
+std::string splits_note(int splits) {
+  return "splits=" + std::to_string(splits);
+}
+
+// B decode rows at position L - 1, each (sequence, KV head) with its own random top-16 selection; `keys` =
+// the selected keys summed over (sequence, KV head).
+Problem sparse_decode_problem(Arena& a, int B, int L, double& keys) {
+  std::mt19937 rng(B * 7 + L);
+  const int blocks = L / kPage;
+  std::vector<int32_t> sel(size_t(B) * kHkv * kTopk, -1), table(size_t(B) * blocks, -1);
+  int pages = 1;  // page 0 backs the blocks nobody selected (never read)
+  keys = 0;
+  for (int i = 0; i < B; ++i)
+    for (int g = 0; g < kHkv; ++g) {
+      const std::vector<int32_t> s = random_selection(rng, blocks - 1);
+      keys += double(selected_keys(s, L - 1));
+      std::copy(s.begin(), s.end(), sel.begin() + (size_t(i) * kHkv + g) * kTopk);
+      for (int32_t b : s)
+        if (table[size_t(i) * blocks + b] < 0) table[size_t(i) * blocks + b] = pages++;
+    }
+  for (int32_t& t : table) t = std::max(t, 0);
+  std::vector<std::pair<int, int>> seqs(B, {L - 1, 1});
+  return make_problem(a, seqs, table, blocks, pages, &sel, 100 + B);
+}
+
+// B dense decode rows at position L - 1 (pages of the sequences interleaved).
+Problem dense_decode_problem(Arena& a, int B, int L) {
+  const int blocks = L / kPage;
+  std::vector<int32_t> table(size_t(B) * blocks);
+  for (int i = 0; i < B; ++i)
+    for (int b = 0; b < blocks; ++b) table[size_t(i) * blocks + b] = b * B + i;
+  std::vector<std::pair<int, int>> seqs(B, {L - 1, 1});
+  return make_problem(a, seqs, table, blocks, B * blocks, nullptr, 200 + B);
+}
+
+M3_BENCH(attention_sparse_decode) {
+  const std::vector<int> batches = {1, 8, 32, 64};
+  const std::vector<int> lengths = {8192, 131072};
+  for (int L : lengths)
+    for (int B : batches) {
+      const std::string shape = "B=" + std::to_string(B) + " L=" + std::to_string(L) + " top-16";
+      if (!wanted(opts, "attention_sparse_decode", shape)) continue;
+      Arena a;
+      double keys = 0;
+      const Problem pr = sparse_decode_problem(a, B, L, keys);
+      Measurement m;
+      m.kernel = "attention_sparse_decode";
+      m.shape = shape;
+      m.us = time_problem(pr, opts);
+      m.bytes = keys * kDim * 2 * 2;  // K + V rows of the selected keys, per (sequence, KV head)
+      m.flops = 4.0 * kGroup * kDim * keys;
+      m.note = splits_note(pr.splits);
+      report(m);
+    }
+}
+
+M3_BENCH(attention_dense_decode) {
+  const int L = 8192;
+  const std::vector<int> batches = opts.quick ? std::vector<int>{1, 32} : std::vector<int>{1, 8, 32, 64};
+  for (int B : batches) {
+    const std::string shape = "B=" + std::to_string(B) + " L=" + std::to_string(L);
+    if (!wanted(opts, "attention_dense_decode", shape)) continue;
+    Arena a;
+    const Problem pr = dense_decode_problem(a, B, L);
+    Measurement m;
+    m.kernel = "attention_dense_decode";
+    m.shape = shape;
+    m.us = time_problem(pr, opts);
+    m.bytes = double(B) * L * kHkv * kDim * 2 * 2;
+    m.flops = 4.0 * kHq * kDim * L * B;
+    m.note = splits_note(pr.splits);
+    report(m);
+  }
+}
+
+// B = 1 decode (sparse top-16 and dense, L = 8K) at fixed split counts; the note marks the launcher's choice.
+M3_BENCH(attention_decode_splits) {
+  const int L = 8192;
+  for (bool sparse : {true, false})
+    for (int splits : {1, 2, 4, 8, 12, 16, 24, 32}) {
+      const std::string shape =
+          std::string(sparse ? "sparse top-16" : "dense") + " B=1 L=8192 splits=" + std::to_string(splits);
+      if (!wanted(opts, "attention_decode_splits", shape)) continue;
+      Arena a;
+      double keys = double(kHkv) * L;
+      const Problem pr = sparse ? sparse_decode_problem(a, 1, L, keys) : dense_decode_problem(a, 1, L);
+      Measurement m;
+      m.kernel = "attention_decode_splits";
+      m.shape = shape;
+      m.us = time_problem(pr, opts, splits);
+      m.bytes = keys * kDim * 2 * 2;
+      m.flops = 4.0 * kGroup * kDim * keys;
+      m.note = splits == pr.splits ? "launcher's choice" : splits_note(pr.splits) + " chosen";
+      report(m);
+    }
+}
+
+M3_BENCH(attention_dense_prefill) {
+  const int T = 8192, blocks = T / kPage;
+  const std::string shape = "T=" + std::to_string(T) + " causal";
+  if (!wanted(opts, "attention_dense_prefill", shape)) return;
+  Arena a;
+  std::vector<int32_t> table(blocks);
+  for (int b = 0; b < blocks; ++b) table[b] = b;
+  const Problem pr = make_problem(a, {{0, T}}, table, blocks, blocks, nullptr, 300);
+  Measurement m;
+  m.kernel = "attention_dense_prefill";
+  m.shape = shape;
+  m.us = time_problem(pr, opts);
+  m.bytes = double(T) * (kHkv * kDim * 2 * 2 + kHq * kDim * (4 + 2));  // K, V, q (fp32), out (bf16)
+  m.flops = 4.0 * kHq * kDim * (double(T) * (T + 1) / 2);
+  m.note = splits_note(pr.splits) + "; floor: bf16 tensor peak";
+  report(m);
+}
+
+// Selections of a prefill chunk: per KV head and 128-query block, a base set of earlier blocks; each token
+// keeps it with an occasional swap of one block (neighbouring tokens share most blocks), plus its local
+// block.
+std::vector<int32_t> prefill_selection(std::mt19937& rng, int first_pos, int Q, double& keys) {
+  std::vector<int32_t> sel(size_t(Q) * kHkv * kTopk, -1);
+  keys = 0;
+  for (int g = 0; g < kHkv; ++g) {
+    std::vector<int32_t> base;
+    int base_local = -1;
+    for (int t = 0; t < Q; ++t) {
+      const int pos = first_pos + t, local = pos / kPage;
+      if (local != base_local) base = random_selection(rng, local), base_local = local;
+      std::vector<int32_t> s = base;
+      if (local + 1 > kTopk && rng() % 8 == 0) {  // swap one earlier block for another unselected one
+        const int32_t b = int32_t(rng() % local);
+        if (std::find(s.begin(), s.end(), b) == s.end()) {
+          s[rng() % (s.size() - 1)] = b;
+          std::sort(s.begin(), s.end());
+        }
+      }
+      keys += double(selected_keys(s, pos));
+      std::copy(s.begin(), s.end(), sel.begin() + (size_t(t) * kHkv + g) * kTopk);
+    }
+  }
+  return sel;
+}
+
+M3_BENCH(attention_sparse_prefill) {
+  const int Q = 8192;
+  const std::vector<int> contexts = {8192, 32768, 131072};
+  for (int ctx : contexts) {
+    const std::string shape = "Q=" + std::to_string(Q) + " ctx=" + std::to_string(ctx) + " top-16";
+    if (!wanted(opts, "attention_sparse_prefill", shape)) continue;
+    Arena a;
+    std::mt19937 rng(ctx);
+    const int blocks = ctx / kPage;
+    std::vector<int32_t> table(blocks);
+    for (int b = 0; b < blocks; ++b) table[b] = b;
+    double keys = 0;
+    const std::vector<int32_t> sel = prefill_selection(rng, ctx - Q, Q, keys);
+    const Problem pr = make_problem(a, {{ctx - Q, Q}}, table, blocks, blocks, &sel, 400);
+    Measurement m;
+    m.kernel = "attention_sparse_prefill";
+    m.shape = shape;
+    m.us = time_problem(pr, opts);
+    m.bytes = double(ctx) * kHkv * kDim * 2 * 2 + double(Q) * kHq * kDim * (4 + 2);
+    m.flops = 4.0 * kGroup * kDim * keys;
+    m.note = splits_note(pr.splits) + "; floor: bf16 tensor peak on the selected keys";
+    report(m);
+  }
+}
+
+}  // namespace
+}  // namespace m3::bench

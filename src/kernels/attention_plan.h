@@ -1,0 +1,59 @@
+// Host-side plan of a paged attention launch (plain C++, no CUDA headers, so the model layer can call it):
+// the batch's tokens cut into tiles of consecutive tokens of one sequence, and the split-K count / workspace
+// size. A CTA's rows are one tile's tokens x the query heads of one KV head (packed into the MMA M
+// dimension), so a tile holds at most attention_tile_tokens(group, dim) tokens; decode rows (one token per
+// sequence) are one tile each. Tiles never cross sequences. The plan depends only on host data (chunk
+// boundaries), never on the device.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace m3::cuda {
+
+// One tile: tokens [first, first + count) of the batch, all of one sequence, consecutive positions.
+struct AttentionTile {
+  int32_t first = 0;
+  int32_t count = 0;
+};
+
+// One sequence's tokens in the batch: [first, first + count).
+struct TokenRange {
+  int32_t first = 0;
+  int32_t count = 0;
+};
+
+struct AttentionPlan {
+  std::vector<AttentionTile> tiles;  // upload as is (two int32 per tile)
+  int max_tokens = 0;                // most tokens in one tile
+};
+
+// Query rows one CTA holds: 128 (64 for head_dim 256, whose tiles need twice the shared memory per row).
+int attention_max_rows(int dim);
+// Tokens one tile packs for `group` query heads per KV head (>= 1; a group wider than the rows is cut into
+// head chunks, one CTA each).
+int attention_tile_tokens(int group, int dim);
+AttentionPlan plan_attention(const std::vector<TokenRange>& seqs, int group, int dim);
+
+// Split-K count for `ctas` (tile, KV head, head chunk) CTAs over at most `max_keys` keys each: 1 when the
+// CTAs already fill the GPU, else enough splits for ~2 CTAs per SM with >= 2 key tiles (128 keys) per split.
+// A pure function of its arguments (CUDA-graph safe).
+int attention_splits(int64_t ctas, int64_t max_keys, int num_sms);
+// The same for the decode kernel (one token per tile): minimises a small time model (waves of 2 CTAs per SM,
+// HBM shared by the CTAs in flight, a per-CTA bandwidth cap, the last CTA's merge of `splits` partials) over
+// splits with >= 128 keys each. Pure (CUDA-graph safe).
+int attention_decode_splits(int64_t ctas, int64_t max_keys, int dim, int num_sms);
+
+// fp32 workspace of a launch with `splits` > 1 (0 when splits == 1), in float offsets: the split-K arrival
+// counters (one 8-byte word per (tile, KV head, head chunk); at most T x heads), the partial outputs
+// [splits, T, heads, dim] and their log-sum-exps [splits, T, heads]. The counters need no initialisation:
+// a word the kernel did not write counts as zero, and the last CTA of each group leaves it at zero (tagged),
+// so CUDA-graph replays and later launches of any shape stay correct.
+struct AttentionWorkspace {
+  size_t counters = 0, partials = 0, lse = 0, floats = 0;
+};
+AttentionWorkspace attention_workspace_layout(int T, int heads, int dim, int splits);
+size_t attention_workspace_floats(int T, int heads, int dim, int splits);
+
+}  // namespace m3::cuda

@@ -1,0 +1,347 @@
+// MoE and MLP kernels: sigmoid routing with the correction bias, stable grouping of (token, expert) pairs by
+// expert on the device, a grouped tensor-core GEMV for small batches (each expert's weight slab is read once
+// for all its tokens; graph-safe: empty experts exit), SwiGLU-OAI on the 8-row interleaved gate/up layout, the
+// padded gather for batched GEMMs, and the routed combine (experts summed in ascending id order like the
+// reference).
+#include <algorithm>
+#include <cfloat>
+
+#include "common/error.h"
+#include "kernels/kernels.h"
+#include "kernels/mma.cuh"
+
+namespace m3::cuda {
+namespace {
+
+// One warp per token, lanes over experts (E <= 256: 8 per lane): sigmoid, biased choice, k rounds of a warp
+// argmax (ties to the lower id; NaN choices rank last), weights renormalised over the unbiased scores.
+__global__ void route_kernel(const float* __restrict__ logits, const float* __restrict__ bias, int T, int E, int k,
+                             int32_t* __restrict__ ids, float* __restrict__ w) {
+  const int t = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
+  if (t >= T) return;
+  const float* l = logits + static_cast<int64_t>(t) * E;
+  float score[8], choice[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int e = lane + 32 * j;
+    score[j] = e < E ? 1.0f / (1.0f + expf(-l[e])) : 0.0f;
+    const float c = score[j] + (bias && e < E ? bias[e] : 0.0f);
+    choice[j] = e < E && c == c ? c : -INFINITY;
+  }
+  unsigned taken = 0;  // bit j: this lane's expert lane + 32 j is chosen
+  float total = 0, chosen_w[16];
+  int chosen[16];
+  for (int r = 0; r < k; ++r) {
+    float best = -INFINITY;
+    int best_e = 0x7fffffff;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int e = lane + 32 * j;
+      if (e < E && !(taken >> j & 1u) && (choice[j] > best || best_e == 0x7fffffff)) best = choice[j], best_e = e;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ob = __shfl_xor_sync(0xffffffff, best, o);
+      const int oe = __shfl_xor_sync(0xffffffff, best_e, o);
+      if (ob > best || (ob == best && oe < best_e)) best = ob, best_e = oe;
+    }
+    const int owner = best_e & 31, slot = best_e >> 5;
+    float s_best = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (j == slot) s_best = score[j];
+    s_best = __shfl_sync(0xffffffff, s_best, owner);
+    if (lane == owner) taken |= 1u << slot;
+    chosen[r] = best_e;
+    chosen_w[r] = s_best;
+    total += s_best;
+  }
+  if (lane == 0)
+    for (int r = 0; r < k; ++r) {
+      ids[static_cast<int64_t>(t) * k + r] = chosen[r];
+      w[static_cast<int64_t>(t) * k + r] = chosen_w[r] / total;
+    }
+}
+
+constexpr int kGroupThreads = 1024;
+
+// One CTA: a stable counting sort of the pairs by expert, 1024 pairs at a time. Per chunk each warp counts its
+// lanes per expert (match_any), the per-(warp, expert) counts become exclusive bases, and a pair's rank is its
+// warp's base plus its rank among equal lanes. Dynamic smem: base[32][E] + total[E] ints.
+__global__ void __launch_bounds__(kGroupThreads) group_kernel(const int32_t* ids, int pairs, int k, int E, int T,
+                                                              bool shared, int32_t* counts, int32_t* offsets,
+                                                              int32_t* rank, int32_t* slot_token,
+                                                              int32_t* active) {
+  extern __shared__ int32_t smem[];
+  int32_t* base = smem;            // [32][E]
+  int32_t* total = smem + 32 * E;  // [E]
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  for (int i = tid; i < 33 * E; i += kGroupThreads) smem[i] = 0;
+  __syncthreads();
+  const unsigned lt = (1u << lane) - 1;
+  for (int first = 0; first < pairs; first += kGroupThreads) {
+    const int p = first + tid;
+    const int e = p < pairs ? ids[p] : -1;
+    const unsigned same = __match_any_sync(0xffffffff, e);
+    const int lane_rank = __popc(same & lt);
+    if (e >= 0 && lane_rank == 0) base[warp * E + e] = __popc(same);
+    __syncthreads();
+    for (int x = tid; x < E; x += kGroupThreads) {
+      int run = total[x];
+      for (int w = 0; w < 32; ++w) {
+        const int c = base[w * E + x];
+        base[w * E + x] = run;
+        run += c;
+      }
+      total[x] = run;
+    }
+    __syncthreads();
+    if (e >= 0) rank[p] = base[warp * E + e] + lane_rank;
+    __syncthreads();
+    for (int i = tid; i < 32 * E; i += kGroupThreads) base[i] = 0;
+    __syncthreads();
+  }
+  const int G = E + (shared ? 1 : 0);
+  if (tid == 0) {
+    int run = 0, n = 0;
+    for (int x = 0; x < G; ++x) {
+      const int c = x < E ? total[x] : T;
+      counts[x] = c;
+      offsets[x] = run;
+      run += c;
+      if (c > 0) active[n++] = x;
+    }
+    offsets[G] = run;
+    for (int x = n; x < G; ++x) active[x] = -1;
+  }
+  __syncthreads();
+  for (int p = tid; p < pairs; p += kGroupThreads) slot_token[offsets[ids[p]] + rank[p]] = p / k;
+  if (shared)
+    for (int t = tid; t < T; t += kGroupThreads) slot_token[offsets[E] + t] = t;
+}
+
+__device__ __forceinline__ float swiglu_oai(float gate, float up, float alpha, float limit) {
+  const float g = fminf(gate, limit);
+  const float u = fmaxf(-limit, fminf(up, limit));
+  return (u + 1.0f) * (g / (1.0f + expf(-alpha * g)));
+}
+
+constexpr int kGemvWarps = 4;  // 64 weight rows per CTA
+
+// Y[slot] = W[e] . X[row(slot)] for the count[e] slots of group e. Swap-AB MMA: weight rows are M (16 per warp),
+// tokens are N (8 per group). Each lane loads 16 B of its two weight rows per 32 columns and the same 16 B of its
+// token's row; the 8 values are used as two k16 steps under one consistent column permutation (the dot product
+// does not depend on the order of k). kSwiglu: W rows are gate/up interleaved in blocks of 8 (rows 16j..16j+7 =
+// gate units 8j.., rows 16j+8.. = up units 8j..), output act bf16 [slots, N/2]; else fp32 [slots, N].
+// kGemvGroups x 8 tokens per pass over the weights: 1 when no group can hold more than 8 tokens (fewer
+// registers, more warps per SM), else 4.
+template <bool kSwiglu, int kGemvGroups>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    grouped_gemv_kernel(const bf16* __restrict__ W, int64_t w_stride, int N, int K, const bf16* __restrict__ X,
+                        int ldx, const int32_t* __restrict__ slot_token, const int32_t* __restrict__ counts,
+                        const int32_t* __restrict__ offsets, const int32_t* __restrict__ active,
+                        void* __restrict__ Y, float alpha, float limit) {
+  const int e = active ? active[blockIdx.y] : blockIdx.y;
+  if (e < 0) return;
+  const int count = counts[e];
+  if (count == 0) return;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int row0 = (blockIdx.x * kGemvWarps + warp) * 16;
+  if (row0 >= N) return;
+  const int first = offsets[e];
+  const bf16* w_lo = W + e * w_stride + static_cast<int64_t>(row0 + g) * K;
+  const bf16* w_hi = w_lo + 8 * static_cast<int64_t>(K);
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  for (int pass = 0; pass < count; pass += kGemvGroups * 8) {
+    const bf16* xrow[kGemvGroups];
+#pragma unroll
+    for (int q = 0; q < kGemvGroups; ++q) {
+      const int i = pass + q * 8 + g;
+      const int row = i < count ? (slot_token ? slot_token[first + i] : first + i) : -1;
+      xrow[q] = row >= 0 ? X + static_cast<int64_t>(row) * ldx : nullptr;
+    }
+    bool more[kGemvGroups];
+#pragma unroll
+    for (int q = 0; q < kGemvGroups; ++q) more[q] = pass + 8 * q < count;
+    float acc[kGemvGroups][4] = {};
+    // 128 columns per iteration, register double-buffered: the next iteration's eight 16-byte weight loads are
+    // in flight while this iteration's MMAs run.
+    uint4 lo[4], hi[4];
+    auto load = [&](int k0, uint4(&l)[4], uint4(&h)[4]) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int col = k0 + 32 * j + 8 * t;
+        l[j] = col < K ? ld_stream_16(w_lo + col) : zero;
+        h[j] = col < K ? ld_stream_16(w_hi + col) : zero;
+      }
+    };
+    load(0, lo, hi);
+    for (int k0 = 0; k0 < K; k0 += 128) {
+      uint4 nlo[4], nhi[4];
+      if (k0 + 128 < K) load(k0 + 128, nlo, nhi);
+      uint4 xv[kGemvGroups][4];
+#pragma unroll
+      for (int q = 0; q < kGemvGroups; ++q)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int col = k0 + 32 * j + 8 * t;
+          xv[q][j] = (more[q] && xrow[q] != nullptr && col < K) ? ld_16(xrow[q] + col) : zero;
+        }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t a0[4] = {lo[j].x, hi[j].x, lo[j].y, hi[j].y}, a1[4] = {lo[j].z, hi[j].z, lo[j].w, hi[j].w};
+#pragma unroll
+        for (int q = 0; q < kGemvGroups; ++q) {
+          if (!more[q]) continue;
+          const uint32_t b0[2] = {xv[q][j].x, xv[q][j].y}, b1[2] = {xv[q][j].z, xv[q][j].w};
+          mma_bf16_16816(acc[q], a0, b0);
+          mma_bf16_16816(acc[q], a1, b1);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) lo[j] = nlo[j], hi[j] = nhi[j];
+    }
+#pragma unroll
+    for (int q = 0; q < kGemvGroups; ++q) {
+      if (!more[q]) continue;
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int i = pass + q * 8 + 2 * t + j;
+        if (i >= count) continue;
+        const int64_t slot = first + i;
+        if constexpr (kSwiglu) {
+          const int unit = row0 / 2 + g;
+          static_cast<bf16*>(Y)[slot * (N / 2) + unit] =
+              __float2bfloat16(swiglu_oai(acc[q][j], acc[q][2 + j], alpha, limit));
+        } else {
+          float* y = static_cast<float*>(Y) + slot * N + row0 + g;
+          y[0] = acc[q][j];
+          y[8] = acc[q][2 + j];
+        }
+      }
+    }
+  }
+}
+
+// act[r, u] = SwiGLU-OAI(gate, up) of row r of the interleaved [rows, 2I] GEMM output.
+__global__ void swiglu_interleaved_kernel(const float* gu, int64_t rows, int I, float alpha, float limit,
+                                          bf16* act) {
+  const int64_t n = rows * I;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / I;
+    const int u = static_cast<int>(i % I);
+    const float* row = gu + r * 2 * I + (u / 8) * 16 + u % 8;
+    act[i] = __float2bfloat16(swiglu_oai(row[0], row[8], alpha, limit));
+  }
+}
+
+__device__ __forceinline__ int64_t pair_slot(const int32_t* ids, const int32_t* rank, const int32_t* offsets,
+                                             int cap, int p) {
+  const int e = ids[p];
+  return (offsets ? offsets[e] : static_cast<int64_t>(e) * cap) + rank[p];
+}
+
+// One CTA per pair: xs[slot(p)] = x[p / k] (bf16 rows, 16-byte copies).
+__global__ void gather_kernel(const bf16* x, const int32_t* ids, const int32_t* rank, const int32_t* offsets, int cap,
+                              int k, int H, bf16* xs) {
+  const int p = blockIdx.x;
+  const uint4* src = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(p / k) * H);
+  uint4* dst = reinterpret_cast<uint4*>(xs + pair_slot(ids, rank, offsets, cap, p) * H);
+  for (int i = threadIdx.x; i < H / 8; i += blockDim.x) dst[i] = src[i];
+}
+
+// out[t] = scale * sum over the token's experts in ascending id order of w * y[slot] + shared[t]. Grid (T, width
+// chunks of 1024), 4 columns per thread.
+__global__ void combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ ids,
+                               const float* __restrict__ w, const int32_t* __restrict__ rank,
+                               const int32_t* __restrict__ offsets, int cap, int k, int H, float scale,
+                               const float* shared, int E, float* out) {
+  const int t = blockIdx.x;
+  int order[16];
+  for (int i = 0; i < k; ++i) order[i] = i;
+  for (int i = 1; i < k; ++i)
+    for (int j = i; j > 0 && ids[t * k + order[j - 1]] > ids[t * k + order[j]]; --j) {
+      const int x = order[j];
+      order[j] = order[j - 1];
+      order[j - 1] = x;
+    }
+  const float* rows[16];
+  float wt[16];
+  for (int i = 0; i < k; ++i) {
+    const int p = t * k + order[i];
+    rows[i] = y + pair_slot(ids, rank, offsets, cap, p) * H;
+    wt[i] = w[p];
+  }
+  const float* sh = shared ? shared + static_cast<int64_t>(t) * H : y + (static_cast<int64_t>(offsets[E]) + t) * H;
+  float* o = out + static_cast<int64_t>(t) * H;
+  const int c = (blockIdx.y * blockDim.x + threadIdx.x) * 4;
+  if (c >= H) return;
+  if (H % 4 == 0) {
+    float4 acc = make_float4(0, 0, 0, 0);
+    for (int i = 0; i < k; ++i) {
+      const float4 v = *reinterpret_cast<const float4*>(rows[i] + c);
+      acc.x += v.x * wt[i], acc.y += v.y * wt[i], acc.z += v.z * wt[i], acc.w += v.w * wt[i];
+    }
+    const float4 s4 = *reinterpret_cast<const float4*>(sh + c);
+    *reinterpret_cast<float4*>(o + c) =
+        make_float4(acc.x * scale + s4.x, acc.y * scale + s4.y, acc.z * scale + s4.z, acc.w * scale + s4.w);
+    return;
+  }
+  for (int cc = c; cc < c + 4 && cc < H; ++cc) {
+    float acc = 0;
+    for (int i = 0; i < k; ++i) acc += rows[i][cc] * wt[i];
+    o[cc] = acc * scale + sh[cc];
+  }
+}
+
+int grid_for(int64_t n, int threads) { return static_cast<int>(std::min<int64_t>((n + threads - 1) / threads, 65535)); }
+
+}  // namespace
+
+void moe_route(const float* logits, const float* bias, int T, int E, int k, int32_t* ids, float* w, cudaStream_t s) {
+  if (E > 256 || k > 16) fail(ErrorKind::kUnsupported, "moe_route: at most 256 experts and top-16");
+  if (T > 0) route_kernel<<<(T * 32 + 127) / 128, 128, 0, s>>>(logits, bias, T, E, k, ids, w);
+}
+
+void moe_group(const int32_t* ids, int T, int k, int E, bool shared, int32_t* counts, int32_t* offsets,
+               int32_t* rank, int32_t* slot_token, int32_t* active, cudaStream_t s) {
+  const size_t smem = 33 * size_t(E) * sizeof(int32_t);
+  group_kernel<<<1, kGroupThreads, smem, s>>>(ids, T * k, k, E, T, shared, counts, offsets, rank, slot_token,
+                                              active);
+}
+
+void grouped_gemv(const bf16* W, int64_t w_stride, int groups, int N, int K, const bf16* X, int ldx,
+                  const int32_t* slot_token, const int32_t* counts, const int32_t* offsets, const int32_t* active,
+                  int max_active, int max_count, bool swiglu, float alpha, float limit, void* Y, cudaStream_t s) {
+  const int ys = active ? std::min(groups, max_active) : groups;
+  if (ys <= 0) return;
+  const dim3 grid((N + kGemvWarps * 16 - 1) / (kGemvWarps * 16), ys);
+  auto launch = [&](auto kernel) {
+    kernel<<<grid, kGemvWarps * 32, 0, s>>>(W, w_stride, N, K, X, ldx, slot_token, counts, offsets, active, Y, alpha,
+                                            limit);
+  };
+  const bool narrow = max_count <= 8;
+  if (swiglu)
+    narrow ? launch(grouped_gemv_kernel<true, 1>) : launch(grouped_gemv_kernel<true, 4>);
+  else
+    narrow ? launch(grouped_gemv_kernel<false, 1>) : launch(grouped_gemv_kernel<false, 4>);
+}
+
+void swiglu_interleaved(const float* gate_up, int64_t rows, int I, float alpha, float limit, bf16* act,
+                        cudaStream_t s) {
+  if (rows > 0) swiglu_interleaved_kernel<<<grid_for(rows * I, 256), 256, 0, s>>>(gate_up, rows, I, alpha, limit, act);
+}
+
+void moe_gather(const bf16* x, const int32_t* ids, const int32_t* rank, const int32_t* offsets, int cap, int T, int k,
+                int H, bf16* xs, cudaStream_t s) {
+  if (T > 0) gather_kernel<<<T * k, 128, 0, s>>>(x, ids, rank, offsets, cap, k, H, xs);
+}
+
+void moe_combine(const float* y, const int32_t* ids, const float* w, const int32_t* rank, const int32_t* offsets,
+                 int cap, int T, int k, int H, float scale, const float* shared, int E, float* out, cudaStream_t s) {
+  if (T > 0)
+    combine_kernel<<<dim3(T, (H + 1023) / 1024), 256, 0, s>>>(y, ids, w, rank, offsets, cap, k, H, scale, shared, E,
+                                                              out);
+}
+
+}  // namespace m3::cuda

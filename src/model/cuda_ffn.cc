@@ -1,0 +1,91 @@
+// FFN of the CUDA backend. Dense MLP: one fused gate/up GEMM, SwiGLU-OAI, down GEMM. MoE: fp32 router GEMM,
+// routing and grouping by expert on the device; small batches run every active expert (and the shared expert,
+// as one more group when its width matches) through the grouped GEMV without a host sync; large batches read
+// the expert loads back once and run one cuBLAS GEMM per non-empty expert over its compact rows. The combine sums experts in ascending id
+// order, times routed_scaling_factor, plus the shared expert, as the reference does.
+#include <algorithm>
+
+#include "model/cuda_model_impl.h"
+
+namespace m3 {
+
+void CudaModel::Impl::mlp(const bf16* x, int T, const bf16* w13, const bf16* w2, int inter, float* out,
+                          const char* tag) {
+  const int H = c.hidden_size;
+  float* gu = buf<float>(std::string(tag) + ".gu", size_t(T) * 2 * inter);
+  bf16* act = buf<bf16>(std::string(tag) + ".act", size_t(T) * inter);
+  gemm(x, T, H, w13, 2 * inter, gu);
+  cuda::swiglu_interleaved(gu, T, inter, c.swiglu_alpha, c.swiglu_limit, act, stream);
+  gemm(act, T, inter, w2, H, out);
+}
+
+void CudaModel::Impl::moe(const Layer& L, const bf16* x, const float* x32, int T, float* out,
+                          std::vector<std::vector<int32_t>>* trace) {
+  const int H = c.hidden_size, E = c.num_experts, K = c.experts_per_token, I = c.expert_intermediate_size;
+  float* logits = buf<float>("router", size_t(T) * E);
+  gemm_f32(x32, T, H, L.router, E, logits);
+  int32_t* ids = buf<int32_t>("route.ids", size_t(T) * K);
+  float* w = buf<float>("route.w", size_t(T) * K);
+  cuda::moe_route(logits, L.router_bias, T, E, K, ids, w, stream);
+  if (trace) {
+    std::vector<int32_t> h(size_t(T) * K);
+    M3_CUDA_CHECK(cudaMemcpyAsync(h.data(), ids, h.size() * 4, cudaMemcpyDeviceToHost, stream));
+    M3_CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (int t = 0; t < T; ++t) {
+      (*trace)[t].assign(h.begin() + size_t(t) * K, h.begin() + size_t(t + 1) * K);
+      std::sort((*trace)[t].begin(), (*trace)[t].end());
+    }
+  }
+  const bool small = T <= kGemvMaxTokens;
+  // The shared expert rides along as one more group while all tokens fit one GEMV pass (32); beyond that a
+  // dense GEMM reads its weights once.
+  const bool shared_group = small && shared_fused && T <= 32;
+  const int G = E + (shared_group ? 1 : 0);
+  int32_t* counts = buf<int32_t>("moe.counts", G);
+  int32_t* offsets = buf<int32_t>("moe.offsets", G + 1);
+  int32_t* rank = buf<int32_t>("moe.rank", size_t(T) * K);
+  int32_t* slot_token = buf<int32_t>("moe.slot_token", size_t(T) * (K + 1));
+  int32_t* active = buf<int32_t>("moe.active", G);
+  cuda::moe_group(ids, T, K, E, shared_group, counts, offsets, rank, slot_token, active, stream);
+
+  const float* shared = nullptr;
+  if (!shared_group) {
+    float* s = buf<float>("moe.shared", size_t(T) * H);
+    if (shared_fused)
+      mlp(x, T, L.exp_w13 + size_t(E) * 2 * I * H, L.exp_w2 + size_t(E) * H * I, I, s, "shared");
+    else
+      mlp(x, T, L.sh_w13, L.sh_w2, c.shared_intermediate_size, s, "shared");
+    shared = s;
+  }
+  if (small) {
+    const int slots = T * K + (shared_group ? T : 0);
+    bf16* act = buf<bf16>("moe.act", size_t(slots) * I);
+    float* y = buf<float>("moe.y", size_t(slots) * H);
+    const int max_active = T * K + (shared_group ? 1 : 0);
+    cuda::grouped_gemv(L.exp_w13, int64_t(2) * I * H, G, 2 * I, H, x, H, slot_token, counts, offsets, active,
+                       max_active, T, true, c.swiglu_alpha, c.swiglu_limit, act, stream);
+    cuda::grouped_gemv(L.exp_w2, int64_t(H) * I, G, H, I, act, I, nullptr, counts, offsets, active, max_active,
+                       T, false, 0, 0, y, stream);
+    cuda::moe_combine(y, ids, w, rank, offsets, 0, T, K, H, c.routed_scaling_factor, shared, E, out, stream);
+    return;
+  }
+  // Large batch: one host read of the expert loads, then one GEMM per non-empty expert over its compact rows
+  // (robust to skewed routing, unlike padding every expert to the largest load).
+  std::vector<int32_t> hc(E);
+  M3_CUDA_CHECK(cudaMemcpyAsync(hc.data(), counts, E * 4, cudaMemcpyDeviceToHost, stream));
+  M3_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const size_t slots = size_t(T) * K;
+  bf16* xs = buf<bf16>("moe.xs", slots * H);
+  float* gu = buf<float>("moe.gu", slots * 2 * I);
+  bf16* act = buf<bf16>("moe.act", slots * I);
+  float* y = buf<float>("moe.y", slots * H);
+  cuda::moe_gather(x, ids, rank, offsets, 0, T, K, H, xs, stream);
+  for (int e = 0, off = 0; e < E; off += hc[e++])
+    if (hc[e] > 0) gemm(xs + size_t(off) * H, hc[e], H, L.exp_w13 + size_t(e) * 2 * I * H, 2 * I, gu + size_t(off) * 2 * I);
+  cuda::swiglu_interleaved(gu, int64_t(slots), I, c.swiglu_alpha, c.swiglu_limit, act, stream);
+  for (int e = 0, off = 0; e < E; off += hc[e++])
+    if (hc[e] > 0) gemm(act + size_t(off) * I, hc[e], I, L.exp_w2 + size_t(e) * H * I, H, y + size_t(off) * H);
+  cuda::moe_combine(y, ids, w, rank, offsets, 0, T, K, H, c.routed_scaling_factor, shared, E, out, stream);
+}
+
+}  // namespace m3

@@ -1,0 +1,119 @@
+// Internals of the CUDA backend shared by its source files (cuda_model.cc: the step and its CUDA graphs;
+// cuda_weights.cc: device memory, weight upload and the memory plan; cuda_ffn.cc: MLP and MoE). Not a public
+// header: only src/model/cuda_*.cc include it.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "kernels/kernels.h"
+#include "model/cuda_model.h"
+
+namespace m3 {
+
+#define M3_CUDA_CHECK(expr)                                                                                \
+  do {                                                                                                     \
+    cudaError_t e_ = (expr);                                                                               \
+    if (e_ != cudaSuccess) fail(ErrorKind::kInternal, std::string(#expr) + ": " + cudaGetErrorString(e_)); \
+  } while (0)
+#define M3_CUBLAS_CHECK(expr)                                                                   \
+  do {                                                                                          \
+    cublasStatus_t s_ = (expr);                                                                 \
+    if (s_ != CUBLAS_STATUS_SUCCESS)                                                            \
+      fail(ErrorKind::kInternal, std::string(#expr) + ": cuBLAS status " + std::to_string(s_)); \
+  } while (0)
+
+// Batches up to this many tokens run the MoE through the grouped GEMV (no host sync, graph-safe); larger ones
+// read the expert loads back once (one sync per MoE layer) and run a cuBLAS GEMM per non-empty expert.
+constexpr int kGemvMaxTokens = 256;
+
+struct CudaModel::Impl {
+  using bf16 = cuda::bf16;
+  struct Layer {
+    bf16 *in_norm = nullptr, *post_norm = nullptr;
+    bf16* w_in = nullptr;  // fused input projections [n_in, H]: q | k | v | (MSA) index q | index k
+    int n_in = 0;
+    bf16* o = nullptr;
+    bf16 *q_norm = nullptr, *k_norm = nullptr, *iq_norm = nullptr, *ik_norm = nullptr;
+    bf16 *mlp_w13 = nullptr, *mlp_w2 = nullptr;  // dense MLP: interleaved gate/up [2I, H], down [H, I]
+    float *router = nullptr, *router_bias = nullptr;
+    bf16 *exp_w13 = nullptr, *exp_w2 = nullptr;  // [G, 2I, H], [G, H, I]; group E = the shared expert if fused
+    bf16 *sh_w13 = nullptr, *sh_w2 = nullptr;    // the shared expert when its width differs
+    bf16 *k_cache = nullptr, *v_cache = nullptr, *idx_cache = nullptr;
+  };
+
+  const ModelConfig& c;
+  CudaModelOptions opt;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  void* blas_workspace = nullptr;
+  std::vector<void*> owned;     // weights
+  std::vector<void*> kv_owned;  // KV pool
+  bf16 *embed = nullptr, *lm_head = nullptr, *final_norm = nullptr;
+  float* inv_freq = nullptr;
+  std::vector<Layer> layers;
+  bool shared_fused = false;  // shared expert stored as group E of the expert slabs
+  std::map<std::string, std::pair<void*, size_t>> scratch;  // name -> (pointer, bytes)
+  uint64_t scratch_generation = 0;  // bumped whenever a scratch buffer moves (captured graphs go stale)
+  int min_score_stride = 0;         // profile run: size MSA score rows for the longest context
+
+  explicit Impl(const ModelConfig& cfg) : c(cfg) {}
+  ~Impl();
+
+  template <typename T>
+  T* own(size_t n) {
+    void* p = nullptr;
+    M3_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)));
+    owned.push_back(p);
+    return static_cast<T*>(p);
+  }
+  template <typename T>
+  T* buf(const std::string& name, size_t n) {
+    auto& slot = scratch[name];
+    const size_t bytes = std::max<size_t>(n, 1) * sizeof(T);
+    if (slot.second < bytes) {
+      if (slot.first) M3_CUDA_CHECK(cudaFree(slot.first));
+      M3_CUDA_CHECK(cudaMalloc(&slot.first, bytes));
+      slot.second = bytes;
+      ++scratch_generation;
+    }
+    return static_cast<T*>(slot.first);
+  }
+  template <typename T>
+  T* to_device(const std::string& name, const std::vector<T>& v) {
+    T* d = buf<T>(name, v.size());
+    if (!v.empty())
+      M3_CUDA_CHECK(cudaMemcpyAsync(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, stream));
+    return d;
+  }
+  size_t scratch_bytes() const {
+    size_t n = 0;
+    for (const auto& [name, b] : scratch) n += b.second;
+    return n;
+  }
+
+  // C[T, N] (fp32) = A[T, K] (bf16) . W[N, K]^T (bf16), fp32 accumulation.
+  void gemm(const bf16* A, int T, int K, const bf16* W, int N, float* C);
+  void gemm_f32(const float* A, int T, int K, const float* W, int N, float* C);
+
+  // cuda_weights.cc
+  void load_weights(const Checkpoint* ckpt, uint64_t random_seed);
+  void* scratch_alloc_tmp(size_t bytes);
+  void scratch_free_tmp();
+  size_t kv_bytes_per_page() const;
+  void allocate_kv(int pages);  // callers add one page: it takes the KV writes of CUDA-graph padding rows
+  void free_kv();
+
+  // cuda_ffn.cc: x bf16 [T, H] (x32: the same rows in fp32, for the router) -> out fp32 [T, H].
+  void mlp(const bf16* x, int T, const bf16* w13, const bf16* w2, int inter, float* out, const char* tag);
+  void moe(const Layer& L, const bf16* x, const float* x32, int T, float* out,
+           std::vector<std::vector<int32_t>>* trace);
+};
+
+}  // namespace m3
