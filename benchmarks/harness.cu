@@ -1,4 +1,5 @@
-// The benchmark harness: timing with CUDA events and L2 flushes, device fills, the table and the JSON summary.
+// The benchmark harness: timing with CUDA events and L2 flushes, device fills, the table and the JSON
+// summary.
 #include "harness.h"
 
 #include <algorithm>
@@ -54,7 +55,9 @@ struct L2Flusher {
 
 }  // namespace
 
-Registrar::Registrar(const char* name, BenchFn fn) { registry().emplace_back(name, fn); }
+Registrar::Registrar(const char* name, BenchFn fn) {
+  registry().emplace_back(name, fn);
+}
 
 bool wanted(const Options& o, const std::string& kernel, const std::string& shape) {
   if (o.filter.empty()) return true;
@@ -62,7 +65,8 @@ bool wanted(const Options& o, const std::string& kernel, const std::string& shap
   size_t start = 0;
   for (;;) {  // comma-separated alternatives
     const size_t end = o.filter.find(',', start);
-    const std::string part = o.filter.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    const std::string part =
+        o.filter.substr(start, end == std::string::npos ? std::string::npos : end - start);
     if (!part.empty() && name.find(part) != std::string::npos) return true;
     if (end == std::string::npos) return false;
     start = end + 1;
@@ -157,15 +161,20 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--filter") o.filter = value();
-    else if (a == "--iters") o.iters = std::atoi(value().c_str());
-    else if (a == "--quick") o.quick = true;
-    else if (a == "--json") json = value();
+    if (a == "--filter")
+      o.filter = value();
+    else if (a == "--iters")
+      o.iters = std::atoi(value().c_str());
+    else if (a == "--quick")
+      o.quick = true;
+    else if (a == "--json")
+      json = value();
     else {
-      std::fprintf(stderr,
-                   "usage: m3-kernel-bench [--filter SUBSTRING[,SUBSTRING...]] [--iters N] [--quick] [--json FILE]\n"
-                   "unknown argument: %s\n",
-                   a.c_str());
+      std::fprintf(
+          stderr,
+          "usage: m3-kernel-bench [--filter SUBSTRING[,SUBSTRING...]] [--iters N] [--quick] [--json FILE]\n"
+          "unknown argument: %s\n",
+          a.c_str());
       return 2;
     }
   }
@@ -175,8 +184,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   const Ceilings c;
-  std::printf("device: %s, %d SMs; ceilings: HBM %.1f TB/s, bf16 %.0f TFLOP/s\n", p.name, p.multiProcessorCount,
-              c.hbm_bytes_per_s / 1e12, c.bf16_flops_per_s / 1e12);
+  std::printf("device: %s, %d SMs; ceilings: HBM %.1f TB/s, bf16 %.0f TFLOP/s\n", p.name,
+              p.multiProcessorCount, c.hbm_bytes_per_s / 1e12, c.bf16_flops_per_s / 1e12);
   std::printf("%-26s %-34s %13s %13s %12s  %15s  %6s\n", "kernel", "shape", "time", "bandwidth", "compute",
               "floor", "ratio");
   int status = 0;
@@ -198,11 +207,12 @@ int main(int argc, char** argv) {
     const auto& r = results();
     for (size_t i = 0; i < r.size(); ++i) {
       const double floor_us = std::max(r[i].bytes / c.hbm_bytes_per_s, r[i].flops / c.bf16_flops_per_s) * 1e6;
-      std::fprintf(f,
-                   "  {\"kernel\": \"%s\", \"shape\": \"%s\", \"us\": %.3f, \"bytes\": %.0f, \"flops\": %.0f, "
-                   "\"floor_us\": %.3f, \"note\": \"%s\"}%s\n",
-                   r[i].kernel.c_str(), r[i].shape.c_str(), r[i].us, r[i].bytes, r[i].flops, floor_us,
-                   r[i].note.c_str(), i + 1 < r.size() ? "," : "");
+      std::fprintf(
+          f,
+          "  {\"kernel\": \"%s\", \"shape\": \"%s\", \"us\": %.3f, \"bytes\": %.0f, \"flops\": %.0f, "
+          "\"floor_us\": %.3f, \"note\": \"%s\"}%s\n",
+          r[i].kernel.c_str(), r[i].shape.c_str(), r[i].us, r[i].bytes, r[i].flops, floor_us,
+          r[i].note.c_str(), i + 1 < r.size() ? "," : "");
     }
     std::fprintf(f, "]\n");
     std::fclose(f);

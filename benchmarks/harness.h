@@ -1,7 +1,7 @@
 // The kernel benchmark harness (`m3-kernel-bench`): each bench registers a function that times launches with
 // CUDA events (L2 flushed before every timed launch unless it asks otherwise) and reports time, achieved
-// bandwidth and FLOP rate against the H200 ceilings measured on the lent machine (HBM read 4.5 TB/s, bf16 GEMM
-// 790 TFLOP/s; see shared/spec/performance.md §6): floor = max(bytes / HBM, flops / tensor peak).
+// bandwidth and FLOP rate against the H200 ceilings measured on the lent machine (HBM read 4.5 TB/s, bf16
+// GEMM 790 TFLOP/s; see shared/spec/performance.md §6): floor = max(bytes / HBM, flops / tensor peak).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -35,7 +35,8 @@ struct Options {
 // Times `launch` (which enqueues work on the stream it is given): warm-up, then `iters` timed replays of it
 // captured in a CUDA graph (eager launches if it cannot be captured), each after an L2 flush when flush_l2;
 // returns the median in microseconds. s == nullptr: a private stream.
-double time_us(const std::function<void(cudaStream_t)>& launch, cudaStream_t s, int iters, bool flush_l2 = true);
+double time_us(const std::function<void(cudaStream_t)>& launch, cudaStream_t s, int iters,
+               bool flush_l2 = true);
 
 // Prints one table row (and keeps it for the JSON summary).
 void report(const Measurement& m);
@@ -62,8 +63,8 @@ struct Registrar {
   Registrar(const char* name, BenchFn fn);
 };
 
-#define M3_BENCH(name)                                                  \
-  static void m3_bench_##name(const ::m3::bench::Options&);             \
+#define M3_BENCH(name)                                                       \
+  static void m3_bench_##name(const ::m3::bench::Options&);                  \
   static ::m3::bench::Registrar m3_bench_reg_##name(#name, m3_bench_##name); \
   static void m3_bench_##name(const ::m3::bench::Options& opts)
 

@@ -1,7 +1,7 @@
-// The decode MoE at real widths (hidden 6144, expert width 3072, 128 experts, top-4, plus the shared expert as
-// group 128): device grouping, the two grouped GEMVs (gate/up with SwiGLU-OAI, down) and the combine, with
-// uniform random routing (B > 32: without the shared expert, which the model then runs as a dense GEMM). Floor:
-// every touched expert slab read once from HBM.
+// The decode MoE at real widths (hidden 6144, expert width 3072, 128 experts, top-4, plus the shared expert
+// as group 128): device grouping, the two grouped GEMVs (gate/up with SwiGLU-OAI, down) and the combine, with
+// uniform random routing (B > 32: without the shared expert, which the model then runs as a dense GEMM).
+// Floor: every touched expert slab read once from HBM.
 #include <algorithm>
 #include <random>
 #include <set>
@@ -19,7 +19,9 @@ M3_BENCH(moe_decode) {
   const std::vector<int> batches =
       opts.quick ? std::vector<int>{1, 32} : std::vector<int>{1, 4, 8, 16, 32, 64, 128, 256};
   bool any = false;
-  for (int B : batches) any |= wanted(opts, "moe_decode", "B=" + std::to_string(B) + " E=128 top-4" + (B <= 32 ? " +shared" : ""));
+  for (int B : batches)
+    any |=
+        wanted(opts, "moe_decode", "B=" + std::to_string(B) + " E=128 top-4" + (B <= 32 ? " +shared" : ""));
   if (!any) return;
   Arena a;
   bf16* w13 = a.get<bf16>(size_t(G) * 2 * I * H);
@@ -62,14 +64,15 @@ M3_BENCH(moe_decode) {
           cuda::moe_group(ids, B, K, E, shared, counts, offsets, rank, slot_token, active, st);
           cuda::grouped_gemv(w13, int64_t(2) * I * H, G, 2 * I, H, x, H, slot_token, counts, offsets, active,
                              B * K + 1, B, true, 1.702f, 7.0f, act, st);
-          cuda::grouped_gemv(w2, int64_t(H) * I, G, H, I, act, I, nullptr, counts, offsets, active, B * K + 1, B, false,
-                             0, 0, y, st);
+          cuda::grouped_gemv(w2, int64_t(H) * I, G, H, I, act, I, nullptr, counts, offsets, active, B * K + 1,
+                             B, false, 0, 0, y, st);
           cuda::moe_combine(y, ids, w, rank, offsets, 0, B, K, H, 2.0f, shared ? nullptr : out, E, out, st);
         },
         s, opts.iters);
     m.bytes = double(distinct.size() + shared) * 3.0 * I * H * 2;
     m.flops = 2.0 * 3.0 * I * H * B * (K + shared);
-    m.note = std::to_string(distinct.size()) + " experts" + (shared ? " + shared" : " (shared expert: dense GEMM)");
+    m.note = std::to_string(distinct.size()) + " experts" +
+             (shared ? " + shared" : " (shared expert: dense GEMM)");
     report(m);
   }
 }

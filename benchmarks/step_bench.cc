@@ -1,9 +1,10 @@
 // Whole steps of the CUDA backend on a full-width synthetic model (3 dense + 5 MSA/MoE layers, real widths,
 // weights generated on the device): decode steps (CUDA graphs) at batch 1..64 with 8K tokens of context, and
-// an 8K-token prefill. Times are host wall time of CudaModel::forward, as the engine sees it (metadata upload,
-// the step, the logits read-back). Decode floor = bytes the step must read: every non-expert weight, the
-// experts its tokens route to (counted from a traced step), K/V of the attended blocks and the index keys.
-// Prefill: FLOPs of the linear and expert work (2 x active parameters per token) and of attention.
+// an 8K-token prefill. Times are host wall time of CudaModel::forward, as the engine sees it (metadata
+// upload, the step, then either the logits read-back or, "sampled", GPU sampling and the ids read-back).
+// Decode floor = bytes the step must read: every non-expert weight, the experts its tokens route to (counted
+// from a traced step), K/V of the attended blocks and the index keys. Prefill: FLOPs of the linear and expert
+// work (2 x active parameters per token) and of attention.
 #include <chrono>
 #include <set>
 
@@ -52,7 +53,8 @@ M3_BENCH(step) {
   const int L = 8192;
   const std::vector<int> batches = opts.quick ? std::vector<int>{1, 8} : std::vector<int>{1, 8, 32, 64};
   bool any = wanted(opts, "prefill_step", "T=8192 one sequence");
-  for (int B : batches) any |= wanted(opts, "decode_step", "B=" + std::to_string(B) + " L=" + std::to_string(L));
+  for (int B : batches)
+    any |= wanted(opts, "decode_step", "B=" + std::to_string(B) + " L=" + std::to_string(L) + " sampled");
   if (!any) return;  // building the 81 GB model takes a while
   ModelConfig c = random_model_config("m3", "3+5");
   const int P = c.msa.block_size;
@@ -92,7 +94,19 @@ M3_BENCH(step) {
     m.shape = shape;
     m.us = wall_us([&] { model.forward(batch); }, opts.iters);
     m.bytes = w.non_expert + experts * w.expert + B * kv;
-    m.note = "graph; " + std::to_string(int(experts)) + " expert slabs over 5 MoE layers; incl. logits D2H";
+    m.note = "graph; " + std::to_string(int(experts)) + " expert slabs over 5 MoE layers; logits read back";
+    report(m);
+    // As the server runs it: sampled on the GPU (top-p 0.95, temperature 0.7), B ids read back.
+    for (int b = 0; b < B; ++b) {
+      SamplingRow row;
+      row.temperature = 0.7f;
+      row.top_p = 0.95f;
+      row.u = (b + 0.5) / B;
+      batch.sampling.push_back(row);
+    }
+    m.shape = shape + " sampled";
+    m.us = wall_us([&] { model.forward(batch); }, opts.iters);
+    m.note = "graph + GPU sampling (top-p 0.95); " + std::to_string(int(experts)) + " expert slabs";
     report(m);
   }
   if (wanted(opts, "prefill_step", "T=8192 one sequence")) {

@@ -6,21 +6,23 @@
 //    into shared memory serves all of them. Keys are walked in a "virtual" order: dense = positions
 //    0..max_pos of the tile; sparse = the union of the tile's tokens' selected blocks (deduplicated through a
 //    bitmap in shared memory, ascending), each block contributing page_size slots. Warps split M (8 warps x
-//    16 rows) or the keys of a stage (merged in shared memory at the end).
-//  - decode kernel (every tile one token, group <= 16): 16 rows, 4 warps x 16 keys of each stage; the
-//    virtual keys are the positions (dense) or the token's selection read directly (sparse: no union).
-// 64-key stages go through a 3-stage cp.async ring (2 for head_dim 256) with one barrier per stage; rows of
-// keys that do not exist are zero filled, so stale or NaN cache bytes never reach an MMA. A row's mask (key
-// position <= the row's position, block selected by the row's token) is applied only where needed. Split-K:
-// each CTA writes a normalised partial O and its log-sum-exp to the workspace, bumps a tagged counter of its
-// (tile, KV head, chunk), and the last-arriving CTA merges the partials into the bf16 output and resets the
-// counter (no second launch; graph replays find the counters at zero).
+//    16 rows) or the keys of a stage (merged in shared memory at the end). 64-key stages go through a 3-stage
+//    cp.async ring (2 for head_dim 256) with one barrier per stage.
+//  - decode kernel (every tile one token, group <= 16): 16 rows; each warp streams its own 16-key units
+//    through a private cp.async ring (no CTA barrier in the key loop), page ids come from a per-warp register
+//    window; the warps' states are merged in shared memory at the end.
+// Rows of keys that do not exist are zero filled, so stale or NaN cache bytes never reach an MMA; a row's
+// mask (key position <= the row's position, block selected by the row's token) is applied only where needed.
+// Split-K: each CTA writes a normalised partial O and its log-sum-exp to the workspace, bumps a tagged
+// counter of its (tile, KV head, chunk) with one atomicAdd, and the last-arriving CTA merges the partials
+// into the bf16 output and resets the counter (no second launch; graph replays find the counters at zero).
 #include <climits>
 #include <cmath>
 #include <string>
 
 #include "common/error.h"
 #include "kernels/attention_stage.cuh"
+#include "kernels/device_info.h"
 #include "kernels/kernels.h"
 #include "kernels/mma.cuh"
 
@@ -53,26 +55,21 @@ struct Params {
   int bitmap_words, union_cap, token_words;  // sparse bookkeeping sizes (words)
 };
 
-// Shared memory: Q [rows][dim + 8] bf16 | stages x (K, V) [64][dim + 8] bf16 (reused by the epilogue) |
-// split-K weights [rows][splits] fp32 | ints: tile kernel: token positions [tokens_cap], 16 scalars, then
+// Tile kernel shared memory: Q [rows][dim + 8] bf16 | stages x (K, V) [64][dim + 8] bf16 (reused by the
+// epilogue) | split-K weights [rows][splits] fp32 | ints: token positions [tokens_cap], 16 scalars, then
 // (sparse) block bitmap, its word prefix, the union's block list and, per union block, a bitmask of the tile
-// tokens that selected it; decode kernel: 16 scalars and the token's valid selected blocks [topk]. The
-// 8-element row pad makes ldmatrix conflict-free.
+// tokens that selected it. The 8-element row pad makes ldmatrix conflict-free. (The decode kernel's layout is
+// attention_decode_smem_bytes, attention_plan.h.)
 struct SmemLayout {
   int off_kv, off_w, off_int, bytes;
 };
-SmemLayout smem_layout(int rows, int dim, int stages, const Params& p, bool sparse, bool decode) {
+SmemLayout smem_layout(int rows, int dim, int stages, const Params& p, bool sparse) {
   const int stride_bytes = (dim + 8) * 2;
   const int kv = rows * stride_bytes;
   const int w = kv + stages * 2 * kKeys * stride_bytes;
   const int ints = w + (p.splits > 1 ? 4 * rows * p.splits : 0);
-  int n = 16;
-  if (decode) {
-    n += sparse ? p.topk : 0;
-  } else {
-    n += p.tokens_cap;
-    if (sparse) n += 2 * p.bitmap_words + p.union_cap + p.union_cap * p.token_words;
-  }
+  int n = 16 + p.tokens_cap;
+  if (sparse) n += 2 * p.bitmap_words + p.union_cap + p.union_cap * p.token_words;
   return {kv, w, ints, ints + 4 * n};
 }
 
@@ -107,30 +104,110 @@ __device__ __forceinline__ void load_q(const Params& p, bf16* qs, int count, int
   }
 }
 
-// Arrival at the split-K counter of this CTA's (tile, KV head, chunk) by thread 0: true for the last of the
-// `splits` CTAs, which also resets it. A counter whose high word is not kCounterTag (a fresh workspace)
-// counts as zero.
-__device__ bool arrive_last(unsigned long long* ctr, int splits) {
-  unsigned long long cur = atomicAdd(ctr, 0ull);
-  while (true) {
-    const uint32_t tag = uint32_t(cur >> 32), cnt = uint32_t(cur);
-    const uint32_t n = tag == kCounterTag && cnt < uint32_t(splits) ? cnt + 1 : 1;
-    const unsigned long long next = (uint64_t(kCounterTag) << 32) | (n == uint32_t(splits) ? 0u : n);
-    const unsigned long long seen = atomicCAS(ctr, cur, next);
-    if (seen == cur) return n == uint32_t(splits);
-    cur = seen;
+// Split-K arrival counter of a (tile, KV head, chunk): kCounterTag << 32 | arrivals so far. Thread 0 peeks at
+// it when its CTA starts (the value is used only at arrival, so the load costs no wait). At arrival a word
+// that is not a valid count (fresh or reused workspace) is first repaired to zero with one CAS: during a
+// launch only this protocol writes the word and a valid word stays valid, so the CAS can succeed only before
+// the group's first arrival and fails harmlessly afterwards. The arrival itself is one atomicAdd (no CAS
+// loop: simultaneous arrivals do not retry); the last of the `splits` arrivals resets the word to zero.
+__device__ __forceinline__ unsigned long long counter_peek(const Params& p, int counter) {
+  return p.splits > 1 && threadIdx.x == 0 ? __ldcg(p.counters + counter) : 0ull;
+}
+__device__ bool arrive_last(unsigned long long* ctr, unsigned long long seen, int splits) {
+  constexpr unsigned long long kZero = uint64_t(kCounterTag) << 32;
+  if (uint32_t(seen >> 32) != kCounterTag || uint32_t(seen) >= uint32_t(splits)) atomicCAS(ctr, seen, kZero);
+  const unsigned long long old = atomicAdd(ctr, 1ull);
+  const bool last = uint32_t(old) + 1 == uint32_t(splits);
+  if (last) atomicExch(ctr, kZero);
+  return last;
+}
+
+// Split-K merge by the last-arriving CTA of a (tile, KV head, chunk): every split's partial of its kRows
+// rows, weighted by 2^(lse_s - max) / sum (weights in `w` [kRows][splits]). The partials are staged through
+// `stage`
+// (`stage_floats` at a time) with cp.async issued before the weights are read, so both L2 round trips
+// overlap.
+template <int D, int kRows, int kThreads>
+__device__ void merge_splits(const Params& p, int count, int t0, int kvh, int chunk, float* w, float* stage,
+                             int stage_floats) {
+  const int tid = threadIdx.x, S = p.splits;
+  const int64_t Th = int64_t(p.T) * p.heads;
+  constexpr int kVec = kRows * (D / 4), kPer = (kVec + kThreads - 1) / kThreads;
+  const int per_split = kRows * D, chunk_splits = max(1, min(S, stage_floats / per_split));
+  auto load = [&](int s0) {  // L1 bypassed: the partials come from other SMs
+    const int ns = min(chunk_splits, S - s0);
+    for (int i = tid; i < ns * kVec; i += kThreads) {
+      const int sl = i / kVec, rem = i - sl * kVec, r = rem / (D / 4), c = (rem - r * (D / 4)) * 4;
+      const int64_t row = out_row(p, r, count, t0, kvh, chunk);
+      cp_async_16_zfill(stage + sl * per_split + r * D + c,
+                        row >= 0 ? p.ws_o + ((s0 + sl) * Th + row) * D + c : p.ws_o, row >= 0);
+    }
+    cp_async_commit();
+  };
+  load(0);
+  for (int i = tid; i < kRows * S; i += kThreads) {
+    const int s = i / kRows, r = i - s * kRows;
+    const int64_t row = out_row(p, r, count, t0, kvh, chunk);
+    w[r * S + s] = row >= 0 ? __ldcg(p.ws_lse + s * Th + row) : -INFINITY;
+  }
+  __syncthreads();
+  for (int r = tid; r < kRows; r += kThreads) {
+    float* wr = w + r * S;
+    float mx = -INFINITY, sum = 0.f;
+    for (int s = 0; s < S; ++s) mx = fmaxf(mx, wr[s]);
+    for (int s = 0; s < S; ++s) {
+      const float e = wr[s] == -INFINITY ? 0.f : fast_exp2(wr[s] - mx);
+      wr[s] = e;
+      sum += e;
+    }
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    for (int s = 0; s < S; ++s) wr[s] *= inv;
+  }
+
+  // Weighted sum; each thread owns kPer float4 column groups of the rows.
+  float4 acc[kPer];
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) acc[e] = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int s0 = 0; s0 < S; s0 += chunk_splits) {
+    const int ns = min(chunk_splits, S - s0);
+    if (s0 > 0) {
+      __syncthreads();  // the previous chunk is consumed
+      load(s0);
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // the chunk and the weights are ready
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) {
+      const int i = tid + e * kThreads;
+      if (i >= kVec) break;
+      const int r = i / (D / 4), c = (i - r * (D / 4)) * 4;
+      for (int sl = 0; sl < ns; ++sl) {
+        const float ws = w[r * S + s0 + sl];
+        const float4 x = *reinterpret_cast<const float4*>(stage + sl * per_split + r * D + c);
+        acc[e].x += ws * x.x, acc[e].y += ws * x.y, acc[e].z += ws * x.z, acc[e].w += ws * x.w;
+      }
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) {
+    const int i = tid + e * kThreads;
+    if (i >= kVec) break;
+    const int r = i / (D / 4), c = (i - r * (D / 4)) * 4;
+    const int64_t row = out_row(p, r, count, t0, kvh, chunk);
+    if (row >= 0)
+      *reinterpret_cast<uint2*>(p.out + row * D + c) =
+          make_uint2(pack_bf16x2(acc[e].x, acc[e].y), pack_bf16x2(acc[e].z, acc[e].w));
   }
 }
 
-// Epilogue: bf16 rows directly (splits == 1), or the split's normalised partial O and log2-sum-exp; then the
-// last-arriving CTA of the (tile, KV head, chunk) merges every split's partial of its kRows rows: weights
-// 2^(lse_s - max) / sum into `w` [kRows][splits], partials staged through `stage` (the K/V buffers) with
-// cp.async, `stage_floats` at a time. `writer`: this warp holds final rows (warp-uniform).
+// Tile kernel epilogue: bf16 rows directly (splits == 1), or the split's normalised partial O and
+// log2-sum-exp followed by the arrival (`seen`: counter_peek's value) and, in the last CTA, merge_splits.
+// `writer`: this warp holds final rows (warp-uniform).
 template <int D, int kRows, int kThreads>
 __device__ __forceinline__ void finish(const Params& p, float (&o)[D / 8][4], float (&m)[2], float (&l)[2],
                                        bool writer, const int64_t (&row_out)[2], int split, int counter,
-                                       int count, int t0, int kvh, int chunk, float* w, float* stage,
-                                       int stage_floats, int* flag) {
+                                       unsigned long long seen, int count, int t0, int kvh, int chunk,
+                                       float* w, float* stage, int stage_floats, int* flag) {
   const int tid = threadIdx.x, lane = tid & 31, c2 = (lane & 3) * 2;
   const int64_t Th = int64_t(p.T) * p.heads;
   if (writer) {
@@ -158,73 +235,11 @@ __device__ __forceinline__ void finish(const Params& p, float (&o)[D / 8][4], fl
   if (p.splits == 1) return;
   __threadfence();
   __syncthreads();
-  if (tid == 0) *flag = arrive_last(p.counters + counter, p.splits);
+  if (tid == 0) *flag = arrive_last(p.counters + counter, seen, p.splits);
   __syncthreads();
   if (!*flag) return;
   __threadfence();
-
-  // Weights (L1 bypassed: the partials come from other SMs).
-  const int S = p.splits;
-  for (int i = tid; i < kRows * S; i += kThreads) {
-    const int r = i / S, s = i - r * S;
-    const int64_t row = out_row(p, r, count, t0, kvh, chunk);
-    w[i] = row >= 0 ? __ldcg(p.ws_lse + s * Th + row) : -INFINITY;
-  }
-  __syncthreads();
-  for (int r = tid; r < kRows; r += kThreads) {
-    float* wr = w + r * S;
-    float mx = -INFINITY, sum = 0.f;
-    for (int s = 0; s < S; ++s) mx = fmaxf(mx, wr[s]);
-    for (int s = 0; s < S; ++s) {
-      const float e = wr[s] == -INFINITY ? 0.f : fast_exp2(wr[s] - mx);
-      wr[s] = e;
-      sum += e;
-    }
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
-    for (int s = 0; s < S; ++s) wr[s] *= inv;
-  }
-
-  // Weighted sum; each thread owns kPer float4 column groups of the rows.
-  constexpr int kVec = kRows * (D / 4), kPer = (kVec + kThreads - 1) / kThreads;
-  float4 acc[kPer];
-#pragma unroll
-  for (int e = 0; e < kPer; ++e) acc[e] = make_float4(0.f, 0.f, 0.f, 0.f);
-  const int per_split = kRows * D, chunk_splits = max(1, stage_floats / per_split);
-  for (int s0 = 0; s0 < S; s0 += chunk_splits) {
-    const int ns = min(chunk_splits, S - s0);
-    __syncthreads();  // the weights are ready / the previous chunk is consumed
-    for (int i = tid; i < ns * kVec; i += kThreads) {
-      const int sl = i / kVec, rem = i - sl * kVec, r = rem / (D / 4), c = (rem - r * (D / 4)) * 4;
-      const int64_t row = out_row(p, r, count, t0, kvh, chunk);
-      const bool ok = row >= 0 && w[r * S + s0 + sl] != 0.f;
-      cp_async_16_zfill(stage + sl * per_split + r * D + c,
-                        ok ? p.ws_o + ((s0 + sl) * Th + row) * D + c : p.ws_o, ok);
-    }
-    cp_async_commit();
-    cp_async_wait<0>();
-    __syncthreads();
-#pragma unroll
-    for (int e = 0; e < kPer; ++e) {
-      const int i = tid + e * kThreads;
-      if (i >= kVec) break;
-      const int r = i / (D / 4), c = (i - r * (D / 4)) * 4;
-      for (int sl = 0; sl < ns; ++sl) {
-        const float ws = w[r * S + s0 + sl];
-        const float4 x = *reinterpret_cast<const float4*>(stage + sl * per_split + r * D + c);
-        acc[e].x += ws * x.x, acc[e].y += ws * x.y, acc[e].z += ws * x.z, acc[e].w += ws * x.w;
-      }
-    }
-  }
-#pragma unroll
-  for (int e = 0; e < kPer; ++e) {
-    const int i = tid + e * kThreads;
-    if (i >= kVec) break;
-    const int r = i / (D / 4), c = (i - r * (D / 4)) * 4;
-    const int64_t row = out_row(p, r, count, t0, kvh, chunk);
-    if (row >= 0)
-      *reinterpret_cast<uint2*>(p.out + row * D + c) =
-          make_uint2(pack_bf16x2(acc[e].x, acc[e].y), pack_bf16x2(acc[e].z, acc[e].w));
-  }
+  merge_splits<D, kRows, kThreads>(p, count, t0, kvh, chunk, w, stage, stage_floats);
 }
 
 // Stage ring: waits for stage `it`, then refills the buffer the previous stage used. One barrier per stage.
@@ -269,6 +284,8 @@ __global__ void __launch_bounds__(32 * WM * WN) tile_kernel(const Params p) {
   const int kvh = blockIdx.y / p.chunks, chunk = blockIdx.y - kvh * p.chunks, split = blockIdx.z;
   const int P = p.page_size;
   const int seq = p.meta.seq[t0];
+  const int counter = tile_idx * gridDim.y + blockIdx.y;
+  const unsigned long long seen = counter_peek(p, counter);
 
   // Phase 1: token positions, Q -> bf16 rows, cleared bookkeeping.
   if (warp == 0) {
@@ -457,141 +474,199 @@ __global__ void __launch_bounds__(32 * WM * WN) tile_kernel(const Params p) {
   float* red = reinterpret_cast<float*>(kvs);
   merge_key_warps<D, WM, WN>(o, m, l, red, wm, wn, lane);
   __syncthreads();  // the K/V buffers become the epilogue's staging area
-  finish<D, kRows, kThreads>(p, o, m, l, wn == 0, row_out, split, tile_idx * gridDim.y + blockIdx.y, count,
-                             t0, kvh, chunk, reinterpret_cast<float*>(smem + p.off_w), red,
-                             (p.off_w - p.off_kv) / 4, misc + 2);
+  finish<D, kRows, kThreads>(p, o, m, l, wn == 0, row_out, split, counter, seen, count, t0, kvh, chunk,
+                             reinterpret_cast<float*>(smem + p.off_w), red, (p.off_w - p.off_kv) / 4,
+                             misc + 2);
 }
 
-// Decode: one token per tile, <= 16 query heads per CTA (16 rows), 4 warps x 16 keys per 64-key stage.
+// Decode: one token per tile, <= 16 query heads per CTA (16 rows). Unit i (16 consecutive virtual keys) of
+// the split belongs to warp i mod kWarps, which streams its units through its own kRing-unit cp.async ring
+// (kRing - 1 in flight while one is computed; __syncwarp only, no CTA barrier in the key loop). Virtual keys:
+// positions 0..pos (dense), or the topk x page_size slots of the selection row in order (sparse: entries that
+// are -1 or out of range and slots past pos are masked and never read; no compaction pass). A warp keeps a
+// window of 32 consecutive blocks in registers (lane i: page id of block win + i, and for sparse the block's
+// first position), so a unit's addresses are shuffles; the first window of the token is loaded together with
+// the tile. The warps' (O, m, l) are merged in shared memory by all threads, then written (bf16 or a split's
+// partial), and the last-arriving split merges the partials.
+template <int D>
+struct DecodeShape {  // attention_plan.h's host constexprs, evaluated outside device code
+  static constexpr int kWarps = attention_decode_warps(D), kBytes = attention_decode_smem_bytes(D);
+};
 template <int D, bool kSparse>
-__global__ void __launch_bounds__(128) decode_kernel(const Params p) {
-  constexpr int kThreads = 128, kRows = 16, kStride = D + 8, kStages = stages_for<D>();
-  constexpr int kRowChunks = D / 8, kRowsPerPass = kThreads / kRowChunks;
-  static_assert(kKeys % kRowsPerPass == 0);
+__global__ void __launch_bounds__(32 * DecodeShape<D>::kWarps, 1) decode_kernel(const Params p) {
+  constexpr int kWarps = DecodeShape<D>::kWarps, kThreads = 32 * kWarps, kRing = kAttentionDecodeRing;
+  constexpr int kStride = D + 8, kUnit = 2 * 16 * kStride;  // K then V rows of one unit, bf16
+  constexpr int kCh = D / 8, kKp = 32 / kCh;                // 16-byte chunks per row; rows per warp-wide copy
+  constexpr int kOffRing = 16 * kStride * 2, kRingBytes = kWarps * kRing * kUnit * 2;
+  constexpr int kOffW = kOffRing + kRingBytes, kOffMisc = kOffW + 16 * kMaxLaunchSplits * 4;
+  constexpr int kRed = D + 4;  // fp32 row stride of the warp merge (in the rings)
+  static_assert(kOffMisc + 16 * 4 == DecodeShape<D>::kBytes, "attention_plan.h's layout");
+  static_assert(kWarps * 16 * (kRed + 2) * 4 <= kRingBytes && kRing >= 2 && kRing <= 4 && kCh <= 32);
 
   extern __shared__ __align__(16) unsigned char smem[];
-  bf16* qs = reinterpret_cast<bf16*>(smem);
-  bf16* kvs = reinterpret_cast<bf16*>(smem + p.off_kv);
-  int* misc = reinterpret_cast<int*>(smem + p.off_int);  // [0] valid blocks, [2] flag
-  int* list = misc + 16;                                 // the token's valid selected blocks, in order
-
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int tile_idx = blockIdx.x;
-  const AttentionTile tile = p.tiles[tile_idx];
-  if (tile.count <= 0) return;
-  const int t0 = tile.first;
+  bf16* qs = reinterpret_cast<bf16*>(smem);
+  bf16* ring = reinterpret_cast<bf16*>(smem + kOffRing) + warp * kRing * kUnit;
   const int kvh = blockIdx.y / p.chunks, chunk = blockIdx.y - kvh * p.chunks, split = blockIdx.z;
-  const int P = p.page_size, pos = p.meta.pos[t0], seq = p.meta.seq[t0];
+  const int P = p.page_size, counter = blockIdx.x * gridDim.y + blockIdx.y;
+  const unsigned long long seen = counter_peek(p, counter);
 
-  load_q<D, kRows, kThreads>(p, qs, 1, t0, kvh, chunk);
-  if constexpr (kSparse) {
-    if (warp == 0) {  // compaction of the selection row, order kept
-      const int nblk = min(pos / P + 1, p.meta.max_blocks);
-      const int32_t* sel = p.sel + (int64_t(t0) * p.kv_heads + kvh) * p.topk;
-      int n = 0;
-      for (int base = 0; base < p.topk; base += 32) {
-        const int b = base + lane < p.topk ? sel[base + lane] : -1;
-        const bool ok = b >= 0 && b < nblk;
-        const uint32_t bal = __ballot_sync(0xffffffff, ok);
-        if (ok) list[n + __popc(bal & ((1u << lane) - 1))] = b;
-        n += __popc(bal);
-      }
-      if (lane == 0) misc[0] = n;
+  // plan_attention's decode tiles are tile i = token i: the token's meta and (sparse) its first 32 selection
+  // entries are read at that guess together with the tile (one dependent round trip fewer), again if wrong.
+  const int guess = min(int(blockIdx.x), p.T - 1);
+  const int64_t sel_head = int64_t(kvh) * p.topk;
+  int t0 = guess, pos = p.meta.pos[guess], seq = p.meta.seq[guess];
+  const int32_t* sel_row = kSparse ? p.sel + int64_t(guess) * p.kv_heads * p.topk + sel_head : nullptr;
+  int sel0 = -1;
+  if constexpr (kSparse) sel0 = lane < p.topk ? sel_row[lane] : -1;
+  const AttentionTile tile = p.tiles[blockIdx.x];
+  if (tile.count <= 0) return;
+  if (tile.first != guess) {
+    t0 = tile.first, pos = p.meta.pos[t0], seq = p.meta.seq[t0];
+    if constexpr (kSparse) {
+      sel_row = p.sel + int64_t(t0) * p.kv_heads * p.topk + sel_head;
+      sel0 = lane < p.topk ? sel_row[lane] : -1;
     }
   }
-  __syncthreads();
 
-  int n_keys = pos + 1, n_list = 0;
-  if constexpr (kSparse) {
-    n_list = misc[0];
-    n_keys = n_list > 0 ? (n_list - 1) * P + min(P, pos - list[n_list - 1] * P + 1) : 0;
-  }
-  const int n_stages = (n_keys + kKeys - 1) / kKeys;
-  const int sb = int(int64_t(n_stages) * split / p.splits),
-            se = int(int64_t(n_stages) * (split + 1) / p.splits);
-  // Whether virtual key v exists: its block is selected and its position <= pos.
-  auto key_ok = [&](int v, int& blk, int& slot) {
+  const int n_keys = kSparse ? p.topk * P : pos + 1, n_units = (n_keys + 15) / 16;
+  const int ub = int(int64_t(n_units) * split / p.splits),
+            ue = int(int64_t(n_units) * (split + 1) / p.splits);
+  const int n_mine = ue - ub > warp ? (ue - ub - warp + kWarps - 1) / kWarps : 0;
+
+  // Block window: lane i holds the page id of block win + i (-1: not readable) and its first position.
+  const int32_t* table = p.meta.block_table + int64_t(seq) * p.meta.max_blocks;
+  int win = 0, w_page = -1, w_base = 0;
+  auto fill = [&](int u0, int b) {  // b: (sparse) selection entry u0 + lane, -1 past topk
+    win = u0;
+    if constexpr (!kSparse) b = u0 + lane;
+    const bool ok = b >= 0 && b < p.meta.max_blocks;
+    w_page = ok ? table[b] : -1;
+    w_base = b * P;
+  };
+  if (n_mine > 0) {
     if constexpr (kSparse) {
-      const int u = v / P;
-      slot = v - u * P;
-      blk = u < n_list ? list[u] : 0;
-      return v < n_keys && blk * P + slot <= pos;
+      fill(0, sel0);
     } else {
-      blk = v / P;
-      slot = v - blk * P;
-      return v <= pos;
+      fill((ub + warp) * 16 / P, 0);
+    }
+  }
+
+  uint64_t masks = 0;  // valid keys of unit j in bits [16 (j & 3), +16)
+  const int64_t slot_stride = int64_t(p.kv_heads) * D, head_off = int64_t(kvh) * D + (lane % kCh) * 8;
+  auto issue = [&](int j) {
+    const int v0 = (ub + warp + kWarps * j) * 16, u_first = v0 / P;
+    if (u_first < win || (v0 + 15) / P >= win + 32) {  // warp-uniform
+      int b = 0;
+      if constexpr (kSparse) b = u_first + lane < p.topk ? sel_row[u_first + lane] : -1;
+      fill(u_first, b);
+    }
+    // Lanes k and k + 16 resolve key v0 + k.
+    const int v = v0 + (lane & 15), u = v / P, slot = v - u * P;
+    const int page = __shfl_sync(0xffffffffu, w_page, u - win);
+    int kpos = v;
+    if constexpr (kSparse) kpos = __shfl_sync(0xffffffffu, w_base, u - win) + slot;
+    const bool ok = page >= 0 && v < n_keys && kpos <= pos;
+    const int sh = 16 * (j & 3);
+    masks = (masks & ~(0xffffull << sh)) | (uint64_t(__ballot_sync(0xffffffffu, ok) & 0xffffu) << sh);
+    const int pg = ok ? page : -1;
+    bf16* kd = ring + (j % kRing) * kUnit;
+#pragma unroll
+    for (int pass = 0; pass < 16 / kKp; ++pass) {
+      const int key = pass * kKp + lane / kCh;
+      const int kp = __shfl_sync(0xffffffffu, pg, key), ks = __shfl_sync(0xffffffffu, slot, key);
+      const int64_t off = kp >= 0 ? (int64_t(kp) * P + ks) * slot_stride + head_off : head_off;
+      bf16* dst = kd + key * kStride + (lane % kCh) * 8;
+      cp_async_16_zfill(dst, p.k + off, kp >= 0);
+      cp_async_16_zfill(dst + 16 * kStride, p.v + off, kp >= 0);
     }
   };
-
-  const int g = lane >> 2;
-  int64_t row_out[2];
 #pragma unroll
-  for (int i = 0; i < 2; ++i) row_out[i] = out_row(p, g + 8 * i, 1, t0, kvh, chunk);
+  for (int j = 0; j < kRing - 1; ++j) {
+    if (j < n_mine) issue(j);
+    cp_async_commit();
+  }
+  load_q<D, 16, kThreads>(p, qs, 1, t0, kvh, chunk);  // overlaps the K/V round trip
+  __syncthreads();
   QFrags<D> qf;
   qf.init(qs, 0, lane);
 
-  const int ld_c = (tid % kRowChunks) * 8, ld_r = tid / kRowChunks;
-  const int32_t* table = p.meta.block_table + int64_t(seq) * p.meta.max_blocks;
-  const int64_t slot_stride = int64_t(p.kv_heads) * D, head_off = int64_t(kvh) * D + ld_c;
-  auto load_stage = [&](int stage_idx) {
-    bf16* ks = kvs + ((stage_idx - sb) % kStages) * (2 * kKeys * kStride);
-    bf16* vs = ks + kKeys * kStride;
-#pragma unroll
-    for (int pass = 0; pass < kKeys / kRowsPerPass; ++pass) {
-      const int r = ld_r + pass * kRowsPerPass;
-      int blk, slot;
-      const bool ok = key_ok(stage_idx * kKeys + r, blk, slot);
-      const int64_t off = ok ? (int64_t(table[blk]) * P + slot) * slot_stride + head_off : 0;
-      cp_async_16_zfill(ks + r * kStride + ld_c, p.k + off, ok);
-      cp_async_16_zfill(vs + r * kStride + ld_c, p.v + off, ok);
-    }
-  };
-
   float o[D / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-#pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
-    if (sb + st < se) load_stage(sb + st);
+  const int g = lane >> 2, c2 = (lane & 3) * 2;
+  for (int j = 0; j < n_mine; ++j) {
+    cp_async_wait<kRing - 2>();
+    __syncwarp();  // unit j landed for every lane; unit j - 1's buffer is free
+    if (j + kRing - 1 < n_mine) issue(j + kRing - 1);
     cp_async_commit();
-  }
-  const float scale = p.scale_log2;
-  const int c2 = (lane & 3) * 2;
-  for (int it = sb; it < se; ++it) {
-    ring_advance<kStages>(it, se, load_stage);
-    const bf16* ks = kvs + ((it - sb) % kStages) * (2 * kKeys * kStride);
-    const bf16* vs = ks + kKeys * kStride;
-    const int key0 = warp * 16;
+    const bf16* ks = ring + (j % kRing) * kUnit;
     float s[2][4];
-    qk_scores<D, 2>(s, qf, ks + key0 * kStride, lane);
-    // One token: the mask is the same for every row; lane k < 16 checks key key0 + k.
-    int blk, slot;
-    const uint32_t valid =
-        __ballot_sync(0xffffffff, key_ok(it * kKeys + key0 + (lane & 15), blk, slot)) & 0xffffu;
+    qk_scores<D, 2, 2>(s, qf, ks, lane);
+    const uint32_t valid = uint32_t(masks >> (16 * (j & 3))) & 0xffffu;
     if (valid != 0xffffu) {
 #pragma unroll
-      for (int j = 0; j < 2; ++j)
+      for (int jj = 0; jj < 2; ++jj)
 #pragma unroll
         for (int e = 0; e < 4; ++e)
-          if (!((valid >> (j * 8 + c2 + (e & 1))) & 1u)) s[j][e] = -INFINITY;
+          if (!((valid >> (jj * 8 + c2 + (e & 1))) & 1u)) s[jj][e] = -INFINITY;
     }
-    softmax_pv<D, 2>(s, o, m, l, scale, vs + key0 * kStride, lane);
+    softmax_pv<D, 2>(s, o, m, l, p.scale_log2, ks + 16 * kStride, lane);
   }
   cp_async_wait<0>();
+  __syncthreads();  // every warp is done with the rings
 
-  float* red = reinterpret_cast<float*>(kvs);
-  merge_key_warps<D, 1, 4>(o, m, l, red, 0, warp, lane);
+  // The warps' states -> shared memory: O [warp][16][kRed] fp32 (unnormalised), then (m, l) [warp][16].
+  float* red = reinterpret_cast<float*>(smem + kOffRing);
+  float* ml = red + kWarps * 16 * kRed;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float* dst = red + (warp * 16 + g + 8 * i) * kRed + c2;
+#pragma unroll
+    for (int dj = 0; dj < D / 8; ++dj)
+      *reinterpret_cast<float2*>(dst + dj * 8) = make_float2(o[dj][2 * i], o[dj][2 * i + 1]);
+    const float li = quad_sum(l[i]);
+    if ((lane & 3) == 0) ml[(warp * 16 + g + 8 * i) * 2] = m[i], ml[(warp * 16 + g + 8 * i) * 2 + 1] = li;
+  }
   __syncthreads();
-  finish<D, kRows, kThreads>(p, o, m, l, warp == 0, row_out, split, tile_idx * gridDim.y + blockIdx.y, 1, t0,
-                             kvh, chunk, reinterpret_cast<float*>(smem + p.off_w), red,
-                             (p.off_w - p.off_kv) / 4, misc + 2);
-}
-
-int sm_count() {
-  int dev = 0, n = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-    return 132;
-  return n;
+  const int64_t Th = int64_t(p.T) * p.heads;
+  for (int idx = tid; idx < 16 * (D / 4); idx += kThreads) {
+    const int r = idx / (D / 4), c = (idx - r * (D / 4)) * 4;
+    const int64_t row = out_row(p, r, 1, t0, kvh, chunk);
+    if (row < 0) continue;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, ml[(w * 16 + r) * 2]);
+    const float mu = mx == -INFINITY ? 0.f : mx;
+    float sum = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float a = fast_exp2(ml[(w * 16 + r) * 2] - mu);  // 0 for a warp without keys (m = -inf)
+      sum += a * ml[(w * 16 + r) * 2 + 1];
+      const float4 x = *reinterpret_cast<const float4*>(red + (w * 16 + r) * kRed + c);
+      acc.x += a * x.x, acc.y += a * x.y, acc.z += a * x.z, acc.w += a * x.w;
+    }
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    if (p.splits == 1) {
+      *reinterpret_cast<uint2*>(p.out + row * D + c) =
+          make_uint2(pack_bf16x2(acc.x * inv, acc.y * inv), pack_bf16x2(acc.z * inv, acc.w * inv));
+    } else {
+      const int64_t prow = int64_t(split) * Th + row;
+      *reinterpret_cast<float4*>(p.ws_o + prow * D + c) =
+          make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+      if (c == 0) p.ws_lse[prow] = sum > 0.f ? mx + __log2f(sum) : -INFINITY;
+    }
+  }
+  if (p.splits == 1) return;
+  int* flag = reinterpret_cast<int*>(smem + kOffMisc);
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) *flag = arrive_last(p.counters + counter, seen, p.splits);
+  __syncthreads();
+  if (!*flag) return;
+  __threadfence();
+  merge_splits<D, 16, kThreads>(p, 1, t0, kvh, chunk, reinterpret_cast<float*>(smem + kOffW), red,
+                                kRingBytes / 4);
 }
 
 // Rows per CTA and head chunks for this launch, checked against the plan. Decode batches (every tile one
@@ -630,35 +705,33 @@ int64_t max_keys(const Shape& sh, bool sparse, int topk, int page_size, int max_
 }
 
 template <typename Kernel>
-void launch_kernel(Kernel kernel, Params p, int rows, int dim, int stages, bool sparse, bool decode,
-                   dim3 grid, int threads, cudaStream_t s) {
-  const SmemLayout lay = smem_layout(rows, dim, stages, p, sparse, decode);
-  p.off_kv = lay.off_kv;
-  p.off_w = lay.off_w;
-  p.off_int = lay.off_int;
+void launch_smem(Kernel kernel, const Params& p, int bytes, dim3 grid, int threads, cudaStream_t s) {
   int dev = 0, limit = 0;
   cudaGetDevice(&dev);
   cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-  if (limit > 0 && lay.bytes > limit)
-    fail(ErrorKind::kUnsupported, "paged_attention: needs " + std::to_string(lay.bytes) +
+  if (limit > 0 && bytes > limit)
+    fail(ErrorKind::kUnsupported, "paged_attention: needs " + std::to_string(bytes) +
                                       " bytes of shared memory per CTA (device limit " +
                                       std::to_string(limit) + "): too many tokens x top-k blocks per tile");
-  if (lay.bytes > 48 * 1024)
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, lay.bytes);
-  kernel<<<grid, threads, lay.bytes, s>>>(p);
+  if (bytes > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  kernel<<<grid, threads, bytes, s>>>(p);
 }
 
 template <int D, int WM, int WN>
-void launch_tile(const Params& p, bool sparse, dim3 grid, cudaStream_t s) {
-  launch_kernel(sparse ? tile_kernel<D, WM, WN, true> : tile_kernel<D, WM, WN, false>, p, 16 * WM, D,
-                stages_for<D>(), sparse, false, grid, 32 * WM * WN, s);
+void launch_tile(Params p, bool sparse, dim3 grid, cudaStream_t s) {
+  const SmemLayout lay = smem_layout(16 * WM, D, stages_for<D>(), p, sparse);
+  p.off_kv = lay.off_kv;
+  p.off_w = lay.off_w;
+  p.off_int = lay.off_int;
+  launch_smem(sparse ? tile_kernel<D, WM, WN, true> : tile_kernel<D, WM, WN, false>, p, lay.bytes, grid,
+              32 * WM * WN, s);
 }
 
 template <int D>
 void launch_dim(const Params& p, const Shape& sh, bool sparse, dim3 grid, cudaStream_t s) {
   if (sh.decode) {
-    launch_kernel(sparse ? decode_kernel<D, true> : decode_kernel<D, false>, p, 16, D, stages_for<D>(),
-                  sparse, true, grid, 128, s);
+    launch_smem(sparse ? decode_kernel<D, true> : decode_kernel<D, false>, p, attention_decode_smem_bytes(D),
+                grid, 32 * attention_decode_warps(D), s);
   } else if (sh.rows <= 16) {
     launch_tile<D, 1, 4>(p, sparse, grid, s);  // one token x <= 16 heads; warps split the keys
   } else if (sh.rows <= 32) {
@@ -677,8 +750,8 @@ int paged_attention_splits(const AttentionTiles& tiles, int heads, int kv_heads,
   const Shape sh = shape_of(tiles, heads, kv_heads, dim);
   const int64_t ctas = int64_t(tiles.count) * kv_heads * sh.chunks;
   const int64_t keys = max_keys(sh, sparse, topk, page_size, max_kv_len);
-  return sh.decode ? attention_decode_splits(ctas, keys, dim, sm_count())
-                   : attention_splits(ctas, keys, sm_count());
+  return sh.decode ? attention_decode_splits(ctas, keys, dim, current_sm_count())
+                   : attention_splits(ctas, keys, current_sm_count());
 }
 
 size_t paged_attention_workspace_floats(const AttentionTiles& tiles, int T, int heads, int kv_heads, int dim,

@@ -11,13 +11,13 @@ namespace {
 constexpr int kKeyTile = 64;  // keys per pipeline stage of the attention kernel
 constexpr int kMaxSplits = 32;
 
-// Decode time model (microseconds, bytes per microsecond), H100/H200-class: a CTA's fixed cost (launch share,
-// Q and selection setup, first DRAM round trip), the HBM bandwidth the CTAs in flight share, one CTA's
-// bandwidth cap (2 per SM), and the last CTA's merge of the partials (fixed cost + reading them from L2).
-constexpr double kCtaFixedUs = 1.5, kHbmBytesPerUs = 4.0e6, kCtaBytesPerUs = 5.0e4;
-constexpr double kMergeFixedUs = 1.0, kMergeBytesPerUs = 1.0e5;
-constexpr int kDecodeRows = 16;
-
+// Decode time model (microseconds, bytes per microsecond), H200: per wave of CTAs a fixed chain of dependent
+// loads (tile and token meta, selection / page table, the first K/V bytes) and the larger of the CTA's
+// latency-bound rounds (each moves the keys its warps keep in flight) and its share of HBM; the last CTA's
+// merge of the partials: an atomic round trip plus reading them from L2 at one SM's rate.
+constexpr double kDecodeFixedUs = 2.0, kDecodeRoundUs = 2.0, kHbmBytesPerUs = 4.0e6;
+constexpr double kMergeFixedUs = 1.0, kMergeBytesPerUs = 1.2e5;
+constexpr int kDecodeRows = 16, kSmemPerSm = 228 * 1024, kSmemPerCta = 1024;
 }  // namespace
 
 int attention_max_rows(int dim) {
@@ -54,16 +54,18 @@ int attention_splits(int64_t ctas, int64_t max_keys, int num_sms) {
 
 int attention_decode_splits(int64_t ctas, int64_t max_keys, int dim, int num_sms) {
   if (ctas <= 0 || max_keys <= 0) return 1;
-  const int64_t key_tiles = (max_keys + kKeyTile - 1) / kKeyTile;
-  const int most = static_cast<int>(std::clamp<int64_t>(key_tiles / 2, 1, kMaxSplits));
-  const double slots = 2.0 * std::max(1, num_sms), key_bytes = 4.0 * dim;  // K + V, bf16
+  const int most = static_cast<int>(std::clamp<int64_t>(max_keys / (2 * kKeyTile), 1, kMaxSplits));
+  const int per_sm = std::max(1, kSmemPerSm / (attention_decode_smem_bytes(dim) + kSmemPerCta));
+  const double slots = double(per_sm) * std::max(1, num_sms), key_bytes = 4.0 * dim;  // K + V, bf16
+  const int warps = attention_decode_warps(dim), in_flight_units = warps * (kAttentionDecodeRing - 1);
   int best = 1;
   double best_us = std::numeric_limits<double>::infinity();
   for (int s = 1; s <= most; ++s) {
-    const double n = double(ctas) * s, waves = std::ceil(n / slots), in_flight = std::min(n, slots);
-    const double bw = std::min(kHbmBytesPerUs / in_flight, kCtaBytesPerUs);
-    const double keys = std::ceil(double(max_keys) / s);
-    double us = waves * (kCtaFixedUs + keys * key_bytes / bw);
+    const double n = double(ctas) * s, waves = std::ceil(n / slots);
+    const double keys = std::ceil(double(max_keys) / s), units = std::ceil(keys / 16);
+    const double rounds = std::ceil(units / in_flight_units);
+    const double hbm_us = keys * key_bytes / (kHbmBytesPerUs / std::min(n, slots));
+    double us = waves * (kDecodeFixedUs + std::max(rounds * kDecodeRoundUs, hbm_us));
     if (s > 1) us += kMergeFixedUs + s * kDecodeRows * dim * 4.0 / kMergeBytesPerUs;
     if (us < 0.97 * best_us) best = s, best_us = us;  // more splits only for a clear gain
   }

@@ -40,10 +40,24 @@ AttentionPlan plan_attention(const std::vector<TokenRange>& seqs, int group, int
 // CTAs already fill the GPU, else enough splits for ~2 CTAs per SM with >= 2 key tiles (128 keys) per split.
 // A pure function of its arguments (CUDA-graph safe).
 int attention_splits(int64_t ctas, int64_t max_keys, int num_sms);
-// The same for the decode kernel (one token per tile): minimises a small time model (waves of 2 CTAs per SM,
-// HBM shared by the CTAs in flight, a per-CTA bandwidth cap, the last CTA's merge of `splits` partials) over
-// splits with >= 128 keys each. Pure (CUDA-graph safe).
+// The same for the decode kernel (one token per tile): minimises a small time model (waves of the CTAs that
+// fit an SM, per wave a fixed chain of dependent loads plus the larger of the CTA's latency-bound rounds of
+// in-flight keys and its share of HBM, plus the last CTA's merge of `splits` partials) over splits with >=
+// 128 keys each. Pure (CUDA-graph safe).
 int attention_decode_splits(int64_t ctas, int64_t max_keys, int dim, int num_sms);
+
+// The decode kernel's shape (attention.cu builds from these; the split model above uses them): warps per
+// CTA, each streaming 16-key units through its own cp.async ring of kAttentionDecodeRing units (ring - 1 in
+// flight while one is computed), and the CTA's shared memory: Q [16][dim + 8] bf16, the rings (K and V
+// [16][dim + 8] bf16 per unit), split-K weights [16][64] fp32 and 16 ints.
+constexpr int kAttentionDecodeRing = 3;
+constexpr int attention_decode_warps(int dim) {
+  return dim <= 128 ? 8 : 4;
+}
+constexpr int attention_decode_smem_bytes(int dim) {
+  return 16 * (dim + 8) * 2 + attention_decode_warps(dim) * kAttentionDecodeRing * 2 * 16 * (dim + 8) * 2 +
+         16 * 64 * 4 + 16 * 4;
+}
 
 // fp32 workspace of a launch with `splits` > 1 (0 when splits == 1), in float offsets: the split-K arrival
 // counters (one 8-byte word per (tile, KV head, head chunk); at most T x heads), the partial outputs

@@ -38,13 +38,18 @@ struct QFrags {
   }
 };
 
-// s = Q . K^T for 16 rows x kSTiles x 8 keys; ks points at the warp's first key row.
-template <int D, int kSTiles>
+// s = Q . K^T for 16 rows x kSTiles x 8 keys; ks points at the warp's first key row. kChains > 1 spreads the
+// head_dim steps over independent accumulators (shorter MMA dependency chains for few keys per warp).
+template <int D, int kSTiles, int kChains = 1>
 __device__ __forceinline__ void qk_scores(float (&s)[kSTiles][4], const QFrags<D>& q, const bf16* ks,
                                           int lane) {
   constexpr int kStride = D + 8;
+  static_assert((D / 16) % kChains == 0);
+  float acc[kChains][kSTiles][4];
 #pragma unroll
-  for (int j = 0; j < kSTiles; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+  for (int c = 0; c < kChains; ++c)
+#pragma unroll
+    for (int j = 0; j < kSTiles; ++j) acc[c][j][0] = acc[c][j][1] = acc[c][j][2] = acc[c][j][3] = 0.f;
   const bf16* k_lane = ks + ((lane & 7) + (lane >> 4) * 8) * kStride + ((lane >> 3) & 1) * 8;
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
@@ -60,10 +65,18 @@ __device__ __forceinline__ void qk_scores(float (&s)[kSTiles][4], const QFrags<D
       uint32_t b[4];
       ldmatrix_x4(b, k_lane + j * 16 * kStride + kk * 16);
       const uint32_t b_lo[2] = {b[0], b[1]}, b_hi[2] = {b[2], b[3]};
-      mma_bf16_16816(s[2 * j], a, b_lo);
-      mma_bf16_16816(s[2 * j + 1], a, b_hi);
+      mma_bf16_16816(acc[kk % kChains][2 * j], a, b_lo);
+      mma_bf16_16816(acc[kk % kChains][2 * j + 1], a, b_hi);
     }
   }
+#pragma unroll
+  for (int j = 0; j < kSTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[j][e] = acc[0][j][e];
+#pragma unroll
+      for (int c = 1; c < kChains; ++c) s[j][e] += acc[c][j][e];
+    }
 }
 
 // Online softmax over raw (unscaled, masked = -inf) scores, then O += P . V. m is kept in scaled base-2

@@ -24,7 +24,8 @@ std::vector<DeviceInfo> list_devices() {
     d.total_memory = p.totalGlobalMem;
     d.l2_bytes = static_cast<size_t>(p.l2CacheSize);
     size_t free_b = 0, total_b = 0;
-    if (cudaSetDevice(i) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) d.free_memory = free_b;
+    if (cudaSetDevice(i) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+      d.free_memory = free_b;
     out.push_back(d);
   }
   return out;
@@ -38,6 +39,14 @@ std::string no_device_reason() {
     return cudaGetErrorString(e);
   }
   return count == 0 ? "no CUDA device found" : "";
+}
+
+int current_sm_count() {
+  int dev = 0, n = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    return 132;
+  return n;
 }
 
 }  // namespace m3::cuda

@@ -20,5 +20,7 @@ struct DeviceInfo {
 std::vector<DeviceInfo> list_devices();
 // Why no device is usable (driver missing, no device...), or "" when at least one is.
 std::string no_device_reason();
+// Streaming multiprocessors of the current device (132 when it cannot be queried): launchers size grids by it.
+int current_sm_count();
 
 }  // namespace m3::cuda

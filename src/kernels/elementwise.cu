@@ -36,10 +36,10 @@ __global__ void embed_kernel(const bf16* __restrict__ table, const int32_t* __re
     for (int i = threadIdx.x * 8; i < H; i += blockDim.x * 8) {
       const uint4 v = *reinterpret_cast<const uint4*>(row + i);
       const bf16* b = reinterpret_cast<const bf16*>(&v);
-      *reinterpret_cast<float4*>(o + i) =
-          make_float4(__bfloat162float(b[0]), __bfloat162float(b[1]), __bfloat162float(b[2]), __bfloat162float(b[3]));
-      *reinterpret_cast<float4*>(o + i + 4) =
-          make_float4(__bfloat162float(b[4]), __bfloat162float(b[5]), __bfloat162float(b[6]), __bfloat162float(b[7]));
+      *reinterpret_cast<float4*>(o + i) = make_float4(__bfloat162float(b[0]), __bfloat162float(b[1]),
+                                                      __bfloat162float(b[2]), __bfloat162float(b[3]));
+      *reinterpret_cast<float4*>(o + i + 4) = make_float4(__bfloat162float(b[4]), __bfloat162float(b[5]),
+                                                          __bfloat162float(b[6]), __bfloat162float(b[7]));
     }
     return;
   }
@@ -50,8 +50,9 @@ constexpr int kNormVec = 8;  // float4s per thread kept in registers: rows up to
 
 // With `delta`, first x += delta (the residual add), then the norm of the sum. Rows that are a multiple of 4
 // wide (and at most 8192) stay in registers between the two passes, with 16-byte accesses.
-__global__ void rms_norm_kernel(float* __restrict__ x, const float* __restrict__ delta, const bf16* __restrict__ w,
-                                int dim, float eps, bf16* __restrict__ ob, float* __restrict__ of) {
+__global__ void rms_norm_kernel(float* __restrict__ x, const float* __restrict__ delta,
+                                const bf16* __restrict__ w, int dim, float eps, bf16* __restrict__ ob,
+                                float* __restrict__ of) {
   const int64_t r = blockIdx.x;
   float* xr = x + r * dim;
   if (dim % 4 == 0 && dim <= 4 * kThreads * kNormVec) {
@@ -76,10 +77,9 @@ __global__ void rms_norm_kernel(float* __restrict__ x, const float* __restrict__
       if (i >= dim) continue;
       const uint2 wv = *reinterpret_cast<const uint2*>(w + i);
       const bf16* wb = reinterpret_cast<const bf16*>(&wv);
-      const float4 y = make_float4(v[j].x * inv * (1.0f + __bfloat162float(wb[0])),
-                                   v[j].y * inv * (1.0f + __bfloat162float(wb[1])),
-                                   v[j].z * inv * (1.0f + __bfloat162float(wb[2])),
-                                   v[j].w * inv * (1.0f + __bfloat162float(wb[3])));
+      const float4 y = make_float4(
+          v[j].x * inv * (1.0f + __bfloat162float(wb[0])), v[j].y * inv * (1.0f + __bfloat162float(wb[1])),
+          v[j].z * inv * (1.0f + __bfloat162float(wb[2])), v[j].w * inv * (1.0f + __bfloat162float(wb[3])));
       if (ob) {
         __nv_bfloat162 lo = __floats2bfloat162_rn(y.x, y.y), hi = __floats2bfloat162_rn(y.z, y.w);
         uint2 packed;
@@ -106,8 +106,9 @@ __global__ void rms_norm_kernel(float* __restrict__ x, const float* __restrict__
 }
 
 // One warp per (token, head).
-__global__ void head_norm_rope_kernel(const float* x, int64_t ldx, float* y, const bf16* w, const float* inv_freq,
-                                      const int32_t* pos, int T, int heads, int dim, int rotary, float eps) {
+__global__ void head_norm_rope_kernel(const float* x, int64_t ldx, float* y, const bf16* w,
+                                      const float* inv_freq, const int32_t* pos, int T, int heads, int dim,
+                                      int rotary, float eps) {
   const int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
   if (warp >= T * heads) return;
   const int t = warp / heads;
@@ -132,7 +133,8 @@ __global__ void head_norm_rope_kernel(const float* x, int64_t ldx, float* y, con
   }
 }
 
-__global__ void write_pages_kernel(const float* src, int64_t ld, bf16* cache, TokenMeta m, int width, int page_size) {
+__global__ void write_pages_kernel(const float* src, int64_t ld, bf16* cache, TokenMeta m, int width,
+                                   int page_size) {
   const int t = blockIdx.x;
   const int p = m.pos[t];
   const int page = m.block_table[static_cast<int64_t>(m.seq[t]) * m.max_blocks + p / page_size];
@@ -141,12 +143,14 @@ __global__ void write_pages_kernel(const float* src, int64_t ld, bf16* cache, To
 }
 
 __global__ void add_kernel(float* x, const float* y, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += gridDim.x * blockDim.x)
     x[i] += y[i];
 }
 
 __global__ void to_bf16_kernel(const float* x, bf16* y, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += gridDim.x * blockDim.x)
     y[i] = __float2bfloat16(x[i]);
 }
 
@@ -164,7 +168,8 @@ __global__ void gather_f32_kernel(const float* __restrict__ src, const int32_t* 
 }
 
 __global__ void fill_random_kernel(void* p, bool f32, int64_t n, uint64_t key, float scale) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += gridDim.x * blockDim.x) {
     const float v = counter_gaussian(key + static_cast<uint64_t>(i)) * scale;
     if (f32)
       static_cast<float*>(p)[i] = v;
@@ -173,26 +178,30 @@ __global__ void fill_random_kernel(void* p, bool f32, int64_t n, uint64_t key, f
   }
 }
 
-int grid_for(int64_t n) { return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535)); }
+int grid_for(int64_t n) {
+  return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535));
+}
 
 }  // namespace
 
 void embed_rows(const bf16* table, const int32_t* ids, int T, int H, float* out, cudaStream_t s) {
   if (T > 0) embed_kernel<<<T, kThreads, 0, s>>>(table, ids, H, out);
 }
-void rms_norm(const float* x, const bf16* w, int rows, int dim, float eps, bf16* ob, float* of, cudaStream_t s) {
-  if (rows > 0) rms_norm_kernel<<<rows, kThreads, 0, s>>>(const_cast<float*>(x), nullptr, w, dim, eps, ob, of);
+void rms_norm(const float* x, const bf16* w, int rows, int dim, float eps, bf16* ob, float* of,
+              cudaStream_t s) {
+  if (rows > 0)
+    rms_norm_kernel<<<rows, kThreads, 0, s>>>(const_cast<float*>(x), nullptr, w, dim, eps, ob, of);
 }
-void add_rms_norm(float* x, const float* delta, const bf16* w, int rows, int dim, float eps, bf16* ob, float* of,
-                  cudaStream_t s) {
+void add_rms_norm(float* x, const float* delta, const bf16* w, int rows, int dim, float eps, bf16* ob,
+                  float* of, cudaStream_t s) {
   if (rows > 0) rms_norm_kernel<<<rows, kThreads, 0, s>>>(x, delta, w, dim, eps, ob, of);
 }
-void head_norm_rope(const float* x, int64_t ldx, float* y, const bf16* w, const float* inv_freq, const int32_t* pos,
-                    int T, int heads, int dim, int rotary, float eps, cudaStream_t s) {
+void head_norm_rope(const float* x, int64_t ldx, float* y, const bf16* w, const float* inv_freq,
+                    const int32_t* pos, int T, int heads, int dim, int rotary, float eps, cudaStream_t s) {
   const int warps = T * heads;
   if (warps > 0)
-    head_norm_rope_kernel<<<(warps * 32 + kThreads - 1) / kThreads, kThreads, 0, s>>>(x, ldx, y, w, inv_freq, pos, T,
-                                                                                       heads, dim, rotary, eps);
+    head_norm_rope_kernel<<<(warps * 32 + kThreads - 1) / kThreads, kThreads, 0, s>>>(
+        x, ldx, y, w, inv_freq, pos, T, heads, dim, rotary, eps);
 }
 void write_pages(const float* src, int64_t ld, bf16* cache, TokenMeta m, int T, int width, int page_size,
                  cudaStream_t s) {

@@ -113,7 +113,7 @@ void moe_group(const int32_t* ids, int T, int k, int E, bool shared, int32_t* co
 // w_stride; X rows bf16 with stride ldx; K % 8 == 0, N % 16 == 0. swiglu: W is interleaved gate/up and Y is
 // bf16 act [slots, N / 2]; else Y is fp32 [slots, N]. With `active` (moe_group's list) only the first
 // min(groups, max_active) entries get CTAs (max_active: a host bound on non-empty groups, e.g. T x k + 1), else
-// every group does. max_count: a host bound on counts[e] (e.g. T); <= 8 selects a leaner kernel. The grid
+// every group does. max_count: a host bound on counts[e] (e.g. T); small bounds select leaner kernels. The grid
 // depends only on host arguments: graph-safe.
 void grouped_gemv(const bf16* W, int64_t w_stride, int groups, int N, int K, const bf16* X, int ldx,
                   const int32_t* slot_token, const int32_t* counts, const int32_t* offsets, const int32_t* active,

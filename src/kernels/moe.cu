@@ -1,7 +1,7 @@
 // MoE and MLP kernels: sigmoid routing with the correction bias, stable grouping of (token, expert) pairs by
 // expert on the device, a grouped tensor-core GEMV for small batches (each expert's weight slab is read once
-// for all its tokens; graph-safe: empty experts exit), SwiGLU-OAI on the 8-row interleaved gate/up layout, the
-// padded gather for batched GEMMs, and the routed combine (experts summed in ascending id order like the
+// for all its tokens; graph-safe: empty experts exit), SwiGLU-OAI on the 8-row interleaved gate/up layout,
+// the padded gather for batched GEMMs, and the routed combine (experts summed in ascending id order like the
 // reference).
 #include <algorithm>
 #include <cfloat>
@@ -15,8 +15,8 @@ namespace {
 
 // One warp per token, lanes over experts (E <= 256: 8 per lane): sigmoid, biased choice, k rounds of a warp
 // argmax (ties to the lower id; NaN choices rank last), weights renormalised over the unbiased scores.
-__global__ void route_kernel(const float* __restrict__ logits, const float* __restrict__ bias, int T, int E, int k,
-                             int32_t* __restrict__ ids, float* __restrict__ w) {
+__global__ void route_kernel(const float* __restrict__ logits, const float* __restrict__ bias, int T, int E,
+                             int k, int32_t* __restrict__ ids, float* __restrict__ w) {
   const int t = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
   if (t >= T) return;
   const float* l = logits + static_cast<int64_t>(t) * E;
@@ -37,7 +37,8 @@ __global__ void route_kernel(const float* __restrict__ logits, const float* __re
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int e = lane + 32 * j;
-      if (e < E && !(taken >> j & 1u) && (choice[j] > best || best_e == 0x7fffffff)) best = choice[j], best_e = e;
+      if (e < E && !(taken >> j & 1u) && (choice[j] > best || best_e == 0x7fffffff))
+        best = choice[j], best_e = e;
     }
     for (int o = 16; o > 0; o >>= 1) {
       const float ob = __shfl_xor_sync(0xffffffff, best, o);
@@ -64,13 +65,12 @@ __global__ void route_kernel(const float* __restrict__ logits, const float* __re
 
 constexpr int kGroupThreads = 1024;
 
-// One CTA: a stable counting sort of the pairs by expert, 1024 pairs at a time. Per chunk each warp counts its
-// lanes per expert (match_any), the per-(warp, expert) counts become exclusive bases, and a pair's rank is its
-// warp's base plus its rank among equal lanes. Dynamic smem: base[32][E] + total[E] ints.
-__global__ void __launch_bounds__(kGroupThreads) group_kernel(const int32_t* ids, int pairs, int k, int E, int T,
-                                                              bool shared, int32_t* counts, int32_t* offsets,
-                                                              int32_t* rank, int32_t* slot_token,
-                                                              int32_t* active) {
+// One CTA: a stable counting sort of the pairs by expert, 1024 pairs at a time. Per chunk each warp counts
+// its lanes per expert (match_any), the per-(warp, expert) counts become exclusive bases, and a pair's rank
+// is its warp's base plus its rank among equal lanes. Dynamic smem: base[32][E] + total[E] ints.
+__global__ void __launch_bounds__(kGroupThreads)
+    group_kernel(const int32_t* ids, int pairs, int k, int E, int T, bool shared, int32_t* counts,
+                 int32_t* offsets, int32_t* rank, int32_t* slot_token, int32_t* active) {
   extern __shared__ int32_t smem[];
   int32_t* base = smem;            // [32][E]
   int32_t* total = smem + 32 * E;  // [E]
@@ -127,19 +127,19 @@ __device__ __forceinline__ float swiglu_oai(float gate, float up, float alpha, f
 
 constexpr int kGemvWarps = 4;  // 64 weight rows per CTA
 
-// Y[slot] = W[e] . X[row(slot)] for the count[e] slots of group e. Swap-AB MMA: weight rows are M (16 per warp),
-// tokens are N (8 per group). Each lane loads 16 B of its two weight rows per 32 columns and the same 16 B of its
-// token's row; the 8 values are used as two k16 steps under one consistent column permutation (the dot product
-// does not depend on the order of k). kSwiglu: W rows are gate/up interleaved in blocks of 8 (rows 16j..16j+7 =
-// gate units 8j.., rows 16j+8.. = up units 8j..), output act bf16 [slots, N/2]; else fp32 [slots, N].
-// kGemvGroups x 8 tokens per pass over the weights: 1 when no group can hold more than 8 tokens (fewer
-// registers, more warps per SM), else 4.
+// Y[slot] = W[e] . X[row(slot)] for the count[e] slots of group e. Swap-AB MMA: weight rows are M (16 per
+// warp), tokens are N (8 per group). Each lane loads 16 B of its two weight rows per 32 columns and the same
+// 16 B of its token's row; the 8 values are used as two k16 steps under one consistent column permutation
+// (the dot product does not depend on the order of k). kSwiglu: W rows are gate/up interleaved in blocks of 8
+// (rows 16j..16j+7 = gate units 8j.., rows 16j+8.. = up units 8j..), output act bf16 [slots, N/2]; else fp32
+// [slots, N]. kGemvGroups x 8 tokens per pass over the weights (1, 2 or 4: fewer registers, more warps per
+// SM).
 template <bool kSwiglu, int kGemvGroups>
 __global__ void __launch_bounds__(kGemvWarps * 32)
-    grouped_gemv_kernel(const bf16* __restrict__ W, int64_t w_stride, int N, int K, const bf16* __restrict__ X,
-                        int ldx, const int32_t* __restrict__ slot_token, const int32_t* __restrict__ counts,
-                        const int32_t* __restrict__ offsets, const int32_t* __restrict__ active,
-                        void* __restrict__ Y, float alpha, float limit) {
+    grouped_gemv_kernel(const bf16* __restrict__ W, int64_t w_stride, int N, int K,
+                        const bf16* __restrict__ X, int ldx, const int32_t* __restrict__ slot_token,
+                        const int32_t* __restrict__ counts, const int32_t* __restrict__ offsets,
+                        const int32_t* __restrict__ active, void* __restrict__ Y, float alpha, float limit) {
   const int e = active ? active[blockIdx.y] : blockIdx.y;
   if (e < 0) return;
   const int count = counts[e];
@@ -163,8 +163,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 #pragma unroll
     for (int q = 0; q < kGemvGroups; ++q) more[q] = pass + 8 * q < count;
     float acc[kGemvGroups][4] = {};
-    // 128 columns per iteration, register double-buffered: the next iteration's eight 16-byte weight loads are
-    // in flight while this iteration's MMAs run.
+    // 128 columns per iteration, register double-buffered: the next iteration's eight 16-byte weight loads
+    // are in flight while this iteration's MMAs run.
     uint4 lo[4], hi[4];
     auto load = [&](int k0, uint4(&l)[4], uint4(&h)[4]) {
 #pragma unroll
@@ -188,7 +188,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
         }
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const uint32_t a0[4] = {lo[j].x, hi[j].x, lo[j].y, hi[j].y}, a1[4] = {lo[j].z, hi[j].z, lo[j].w, hi[j].w};
+        const uint32_t a0[4] = {lo[j].x, hi[j].x, lo[j].y, hi[j].y},
+                       a1[4] = {lo[j].z, hi[j].z, lo[j].w, hi[j].w};
 #pragma unroll
         for (int q = 0; q < kGemvGroups; ++q) {
           if (!more[q]) continue;
@@ -242,16 +243,16 @@ __device__ __forceinline__ int64_t pair_slot(const int32_t* ids, const int32_t* 
 }
 
 // One CTA per pair: xs[slot(p)] = x[p / k] (bf16 rows, 16-byte copies).
-__global__ void gather_kernel(const bf16* x, const int32_t* ids, const int32_t* rank, const int32_t* offsets, int cap,
-                              int k, int H, bf16* xs) {
+__global__ void gather_kernel(const bf16* x, const int32_t* ids, const int32_t* rank, const int32_t* offsets,
+                              int cap, int k, int H, bf16* xs) {
   const int p = blockIdx.x;
   const uint4* src = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(p / k) * H);
   uint4* dst = reinterpret_cast<uint4*>(xs + pair_slot(ids, rank, offsets, cap, p) * H);
   for (int i = threadIdx.x; i < H / 8; i += blockDim.x) dst[i] = src[i];
 }
 
-// out[t] = scale * sum over the token's experts in ascending id order of w * y[slot] + shared[t]. Grid (T, width
-// chunks of 1024), 4 columns per thread.
+// out[t] = scale * sum over the token's experts in ascending id order of w * y[slot] + shared[t]. Grid (T,
+// width chunks of 1024), 4 columns per thread.
 __global__ void combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ ids,
                                const float* __restrict__ w, const int32_t* __restrict__ rank,
                                const int32_t* __restrict__ offsets, int cap, int k, int H, float scale,
@@ -272,7 +273,8 @@ __global__ void combine_kernel(const float* __restrict__ y, const int32_t* __res
     rows[i] = y + pair_slot(ids, rank, offsets, cap, p) * H;
     wt[i] = w[p];
   }
-  const float* sh = shared ? shared + static_cast<int64_t>(t) * H : y + (static_cast<int64_t>(offsets[E]) + t) * H;
+  const float* sh =
+      shared ? shared + static_cast<int64_t>(t) * H : y + (static_cast<int64_t>(offsets[E]) + t) * H;
   float* o = out + static_cast<int64_t>(t) * H;
   const int c = (blockIdx.y * blockDim.x + threadIdx.x) * 4;
   if (c >= H) return;
@@ -294,11 +296,14 @@ __global__ void combine_kernel(const float* __restrict__ y, const int32_t* __res
   }
 }
 
-int grid_for(int64_t n, int threads) { return static_cast<int>(std::min<int64_t>((n + threads - 1) / threads, 65535)); }
+int grid_for(int64_t n, int threads) {
+  return static_cast<int>(std::min<int64_t>((n + threads - 1) / threads, 65535));
+}
 
 }  // namespace
 
-void moe_route(const float* logits, const float* bias, int T, int E, int k, int32_t* ids, float* w, cudaStream_t s) {
+void moe_route(const float* logits, const float* bias, int T, int E, int k, int32_t* ids, float* w,
+               cudaStream_t s) {
   if (E > 256 || k > 16) fail(ErrorKind::kUnsupported, "moe_route: at most 256 experts and top-16");
   if (T > 0) route_kernel<<<(T * 32 + 127) / 128, 128, 0, s>>>(logits, bias, T, E, k, ids, w);
 }
@@ -311,37 +316,52 @@ void moe_group(const int32_t* ids, int T, int k, int E, bool shared, int32_t* co
 }
 
 void grouped_gemv(const bf16* W, int64_t w_stride, int groups, int N, int K, const bf16* X, int ldx,
-                  const int32_t* slot_token, const int32_t* counts, const int32_t* offsets, const int32_t* active,
-                  int max_active, int max_count, bool swiglu, float alpha, float limit, void* Y, cudaStream_t s) {
+                  const int32_t* slot_token, const int32_t* counts, const int32_t* offsets,
+                  const int32_t* active, int max_active, int max_count, bool swiglu, float alpha, float limit,
+                  void* Y, cudaStream_t s) {
   const int ys = active ? std::min(groups, max_active) : groups;
   if (ys <= 0) return;
   const dim3 grid((N + kGemvWarps * 16 - 1) / (kGemvWarps * 16), ys);
   auto launch = [&](auto kernel) {
-    kernel<<<grid, kGemvWarps * 32, 0, s>>>(W, w_stride, N, K, X, ldx, slot_token, counts, offsets, active, Y, alpha,
-                                            limit);
+    kernel<<<grid, kGemvWarps * 32, 0, s>>>(W, w_stride, N, K, X, ldx, slot_token, counts, offsets, active, Y,
+                                            alpha, limit);
   };
-  const bool narrow = max_count <= 8;
-  if (swiglu)
-    narrow ? launch(grouped_gemv_kernel<true, 1>) : launch(grouped_gemv_kernel<true, 4>);
-  else
-    narrow ? launch(grouped_gemv_kernel<false, 1>) : launch(grouped_gemv_kernel<false, 4>);
+  // Tokens per pass: as few as cover the bound (registers, hence warps per SM, grow with them); beyond 64
+  // tokens an expert rarely holds more than 32 and extra passes re-read its weights.
+  if (swiglu) {
+    if (max_count <= 8)
+      launch(grouped_gemv_kernel<true, 1>);
+    else if (max_count <= 64)
+      launch(grouped_gemv_kernel<true, 2>);
+    else
+      launch(grouped_gemv_kernel<true, 4>);
+  } else {
+    if (max_count <= 8)
+      launch(grouped_gemv_kernel<false, 1>);
+    else if (max_count <= 64)
+      launch(grouped_gemv_kernel<false, 2>);
+    else
+      launch(grouped_gemv_kernel<false, 4>);
+  }
 }
 
 void swiglu_interleaved(const float* gate_up, int64_t rows, int I, float alpha, float limit, bf16* act,
                         cudaStream_t s) {
-  if (rows > 0) swiglu_interleaved_kernel<<<grid_for(rows * I, 256), 256, 0, s>>>(gate_up, rows, I, alpha, limit, act);
+  if (rows > 0)
+    swiglu_interleaved_kernel<<<grid_for(rows * I, 256), 256, 0, s>>>(gate_up, rows, I, alpha, limit, act);
 }
 
-void moe_gather(const bf16* x, const int32_t* ids, const int32_t* rank, const int32_t* offsets, int cap, int T, int k,
-                int H, bf16* xs, cudaStream_t s) {
+void moe_gather(const bf16* x, const int32_t* ids, const int32_t* rank, const int32_t* offsets, int cap,
+                int T, int k, int H, bf16* xs, cudaStream_t s) {
   if (T > 0) gather_kernel<<<T * k, 128, 0, s>>>(x, ids, rank, offsets, cap, k, H, xs);
 }
 
-void moe_combine(const float* y, const int32_t* ids, const float* w, const int32_t* rank, const int32_t* offsets,
-                 int cap, int T, int k, int H, float scale, const float* shared, int E, float* out, cudaStream_t s) {
+void moe_combine(const float* y, const int32_t* ids, const float* w, const int32_t* rank,
+                 const int32_t* offsets, int cap, int T, int k, int H, float scale, const float* shared,
+                 int E, float* out, cudaStream_t s) {
   if (T > 0)
-    combine_kernel<<<dim3(T, (H + 1023) / 1024), 256, 0, s>>>(y, ids, w, rank, offsets, cap, k, H, scale, shared, E,
-                                                              out);
+    combine_kernel<<<dim3(T, (H + 1023) / 1024), 256, 0, s>>>(y, ids, w, rank, offsets, cap, k, H, scale,
+                                                              shared, E, out);
 }
 
 }  // namespace m3::cuda

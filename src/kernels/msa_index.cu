@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "kernels/device_info.h"
 #include "kernels/kernels.h"
 #include "kernels/mma.cuh"
 #include "kernels/paged.cuh"
@@ -500,14 +501,6 @@ __global__ void __launch_bounds__(1024)
   }
 }
 
-int multiprocessors() {
-  int dev = 0, n = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-    return 132;
-  return n;
-}
-
 int ceil_div(int64_t a, int64_t b) {
   return static_cast<int>((a + b - 1) / b);
 }
@@ -534,7 +527,7 @@ void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, c
 template <int kDim>
 void launch_scores(const float* iq, const bf16* cache, TokenMeta m, int T, int heads, int page_size,
                    int stride, bool decode, float* out, cudaStream_t s) {
-  const int sms = multiprocessors();
+  const int sms = current_sm_count();
   if (decode) {
     // One wave of 2 CTAs per SM over the batch; a CTA takes a whole number of blocks, at most what its score
     // staging holds.
@@ -594,7 +587,7 @@ void msa_select(const float* scores, TokenMeta m, int T, int heads, int stride, 
   // Threads per row: ~8 blocks each where the rows fit one wave (decode: latency), ~32 otherwise (prefill:
   // throughput), a power of two in [32, 1024] ([32, 256] for many rows).
   const int rows = T * heads;
-  const bool few = rows <= multiprocessors();
+  const bool few = rows <= current_sm_count();
   int threads = 32;
   while (threads < (few ? 1024 : 256) && threads * (few ? 8 : 32) < stride) threads *= 2;
   const int cap = std::max(256, 2 * threads);  // candidate slots (> the largest budget, 63)

@@ -1,8 +1,9 @@
 // FFN of the CUDA backend. Dense MLP: one fused gate/up GEMM, SwiGLU-OAI, down GEMM. MoE: fp32 router GEMM,
 // routing and grouping by expert on the device; small batches run every active expert (and the shared expert,
 // as one more group when its width matches) through the grouped GEMV without a host sync; large batches read
-// the expert loads back once and run one cuBLAS GEMM per non-empty expert over its compact rows. The combine sums experts in ascending id
-// order, times routed_scaling_factor, plus the shared expert, as the reference does.
+// the expert loads back once and run one cuBLAS GEMM per non-empty expert over its compact rows. The combine
+// sums experts in ascending id order, times routed_scaling_factor, plus the shared expert, as the reference
+// does.
 #include <algorithm>
 
 #include "model/cuda_model_impl.h"
@@ -64,8 +65,8 @@ void CudaModel::Impl::moe(const Layer& L, const bf16* x, const float* x32, int T
     const int max_active = T * K + (shared_group ? 1 : 0);
     cuda::grouped_gemv(L.exp_w13, int64_t(2) * I * H, G, 2 * I, H, x, H, slot_token, counts, offsets, active,
                        max_active, T, true, c.swiglu_alpha, c.swiglu_limit, act, stream);
-    cuda::grouped_gemv(L.exp_w2, int64_t(H) * I, G, H, I, act, I, nullptr, counts, offsets, active, max_active,
-                       T, false, 0, 0, y, stream);
+    cuda::grouped_gemv(L.exp_w2, int64_t(H) * I, G, H, I, act, I, nullptr, counts, offsets, active,
+                       max_active, T, false, 0, 0, y, stream);
     cuda::moe_combine(y, ids, w, rank, offsets, 0, T, K, H, c.routed_scaling_factor, shared, E, out, stream);
     return;
   }
@@ -81,10 +82,13 @@ void CudaModel::Impl::moe(const Layer& L, const bf16* x, const float* x32, int T
   float* y = buf<float>("moe.y", slots * H);
   cuda::moe_gather(x, ids, rank, offsets, 0, T, K, H, xs, stream);
   for (int e = 0, off = 0; e < E; off += hc[e++])
-    if (hc[e] > 0) gemm(xs + size_t(off) * H, hc[e], H, L.exp_w13 + size_t(e) * 2 * I * H, 2 * I, gu + size_t(off) * 2 * I);
+    if (hc[e] > 0)
+      gemm(xs + size_t(off) * H, hc[e], H, L.exp_w13 + size_t(e) * 2 * I * H, 2 * I,
+           gu + size_t(off) * 2 * I);
   cuda::swiglu_interleaved(gu, int64_t(slots), I, c.swiglu_alpha, c.swiglu_limit, act, stream);
   for (int e = 0, off = 0; e < E; off += hc[e++])
-    if (hc[e] > 0) gemm(act + size_t(off) * I, hc[e], I, L.exp_w2 + size_t(e) * H * I, H, y + size_t(off) * H);
+    if (hc[e] > 0)
+      gemm(act + size_t(off) * I, hc[e], I, L.exp_w2 + size_t(e) * H * I, H, y + size_t(off) * H);
   cuda::moe_combine(y, ids, w, rank, offsets, 0, T, K, H, c.routed_scaling_factor, shared, E, out, stream);
 }
 

@@ -1,6 +1,6 @@
-// The CUDA backend's step: batch metadata, the per-layer launch sequence, CUDA graphs for decode steps (one per
-// batch-size bucket and block-table width bucket, captured on first use and replayed), the memory plan, and the
-// logits read-back.
+// The CUDA backend's step: batch metadata, the per-layer launch sequence, CUDA graphs for decode steps (one
+// per batch-size bucket and block-table width bucket, captured on first use and replayed), the memory plan,
+// and the logits read-back.
 #include "model/cuda_model.h"
 
 #include <algorithm>
@@ -26,15 +26,15 @@ int next_pow2(int x) {
 
 // What one launch sequence needs: device metadata and the shape parameters that fix its launch grids.
 struct StepArgs {
-  int T = 0;                     // tokens (graph steps: the bucket size, padding included)
+  int T = 0;  // tokens (graph steps: the bucket size, padding included)
   cuda::TokenMeta meta{};
   const int32_t* ids = nullptr;  // [T]
   const int32_t* logit_rows = nullptr;
-  int R = 0;                 // logits rows
-  int score_stride = 0;      // MSA block-score row length (>= blocks visible to any token)
-  int64_t max_kv_len = 0;    // bound on any token's key range (graph-safe attention planning)
-  cuda::AttentionTiles tiles;  // device copy of the attention plan
-  int max_tokens_per_seq = 0;  // 1: every sequence brings one token (the MSA scorer's decode path)
+  int R = 0;                        // logits rows
+  int score_stride = 0;             // MSA block-score row length (>= blocks visible to any token)
+  int64_t max_kv_len = 0;           // bound on any token's key range (graph-safe attention planning)
+  cuda::AttentionTiles tiles;       // device copy of the attention plan
+  int max_tokens_per_seq = 0;       // 1: every sequence brings one token (the MSA scorer's decode path)
   std::vector<int32_t> trace_rows;  // host copy of logit_rows (traces only)
 };
 
@@ -55,8 +55,9 @@ struct CudaModel::Graphs {
 void CudaModel::Impl::gemm(const bf16* A, int T, int K, const bf16* W, int N, float* C) {
   if (T == 0) return;
   const float one = 1.0f, zero = 0.0f;
-  M3_CUBLAS_CHECK(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &one, W, CUDA_R_16BF, K, A, CUDA_R_16BF, K,
-                               &zero, C, CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  M3_CUBLAS_CHECK(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &one, W, CUDA_R_16BF, K, A,
+                               CUDA_R_16BF, K, &zero, C, CUDA_R_32F, N, CUBLAS_COMPUTE_32F,
+                               CUBLAS_GEMM_DEFAULT));
 }
 
 void CudaModel::Impl::gemm_f32(const float* A, int T, int K, const float* W, int N, float* C) {
@@ -71,7 +72,8 @@ namespace {
 void enqueue_step(CudaModel::Impl& m, const ModelConfig& c, const StepArgs& a, const ForwardOptions& options,
                   ForwardOutput& out) {
   const int T = a.T, H = c.hidden_size, D = c.head_dim, Hq = c.num_heads, Hkv = c.num_kv_heads;
-  const int P = c.msa.block_size, Hi = c.msa.num_index_heads, Di = c.msa.index_head_dim, topk = c.msa.topk_blocks;
+  const int P = c.msa.block_size, Hi = c.msa.num_index_heads, Di = c.msa.index_head_dim,
+            topk = c.msa.topk_blocks;
   const cuda::TokenMeta& meta = a.meta;
   cudaStream_t s = m.stream;
   int max_n_in = 0;
@@ -85,8 +87,8 @@ void enqueue_step(CudaModel::Impl& m, const ModelConfig& c, const StepArgs& a, c
   bf16* attn = m.buf<bf16>("attn", size_t(T) * Hq * D);
   size_t ws_floats = 0;
   for (bool sparse : {false, true})
-    ws_floats = std::max(ws_floats, cuda::paged_attention_workspace_floats(a.tiles, T, Hq, Hkv, D, P, sparse, topk,
-                                                                          int(a.max_kv_len)));
+    ws_floats = std::max(ws_floats, cuda::paged_attention_workspace_floats(a.tiles, T, Hq, Hkv, D, P, sparse,
+                                                                           topk, int(a.max_kv_len)));
   float* attn_ws = ws_floats ? m.buf<float>("attn.ws", ws_floats) : nullptr;
   float* delta = m.buf<float>("delta", size_t(T) * H);
   cuda::embed_rows(m.embed, a.ids, T, H, h, s);
@@ -96,7 +98,8 @@ void enqueue_step(CudaModel::Impl& m, const ModelConfig& c, const StepArgs& a, c
     out.hidden_trace.resize(a.R);
     for (int r = 0; r < a.R; ++r) {
       std::vector<float> row(H);
-      M3_CUDA_CHECK(cudaMemcpyAsync(row.data(), h + size_t(a.trace_rows[r]) * H, H * 4, cudaMemcpyDeviceToHost, s));
+      M3_CUDA_CHECK(
+          cudaMemcpyAsync(row.data(), h + size_t(a.trace_rows[r]) * H, H * 4, cudaMemcpyDeviceToHost, s));
       M3_CUDA_CHECK(cudaStreamSynchronize(s));
       out.hidden_trace[r].push_back(std::move(row));
     }
@@ -113,9 +116,10 @@ void enqueue_step(CudaModel::Impl& m, const ModelConfig& c, const StepArgs& a, c
     if (l > 0) trace();
     m.gemm(x, T, H, L.w_in, L.n_in, proj);
     const int64_t ld = L.n_in;
-    cuda::head_norm_rope(proj, ld, q, L.q_norm, m.inv_freq, meta.pos, T, Hq, D, c.rotary_dim, c.rms_norm_eps, s);
-    cuda::head_norm_rope(proj + size_t(Hq) * D, ld, k, L.k_norm, m.inv_freq, meta.pos, T, Hkv, D, c.rotary_dim,
-                         c.rms_norm_eps, s);
+    cuda::head_norm_rope(proj, ld, q, L.q_norm, m.inv_freq, meta.pos, T, Hq, D, c.rotary_dim, c.rms_norm_eps,
+                         s);
+    cuda::head_norm_rope(proj + size_t(Hq) * D, ld, k, L.k_norm, m.inv_freq, meta.pos, T, Hkv, D,
+                         c.rotary_dim, c.rms_norm_eps, s);
     cuda::write_pages(k, int64_t(Hkv) * D, L.k_cache, meta, T, Hkv * D, P, s);
     cuda::write_pages(proj + size_t(Hq + Hkv) * D, ld, L.v_cache, meta, T, Hkv * D, P, s);
     int32_t* sel = nullptr;
@@ -123,8 +127,8 @@ void enqueue_step(CudaModel::Impl& m, const ModelConfig& c, const StepArgs& a, c
       float* iq = m.buf<float>("iq", size_t(T) * Hi * Di);
       float* ik = m.buf<float>("ik", size_t(T) * Di);
       const float* iq_src = proj + size_t(Hq + 2 * Hkv) * D;
-      cuda::head_norm_rope(iq_src, ld, iq, L.iq_norm, m.inv_freq, meta.pos, T, Hi, Di, c.rotary_dim, c.rms_norm_eps,
-                           s);
+      cuda::head_norm_rope(iq_src, ld, iq, L.iq_norm, m.inv_freq, meta.pos, T, Hi, Di, c.rotary_dim,
+                           c.rms_norm_eps, s);
       cuda::head_norm_rope(iq_src + size_t(Hi) * Di, ld, ik, L.ik_norm, m.inv_freq, meta.pos, T, 1, Di,
                            c.rotary_dim, c.rms_norm_eps, s);
       cuda::write_pages(ik, Di, L.idx_cache, meta, T, Di, P, s);
@@ -132,7 +136,8 @@ void enqueue_step(CudaModel::Impl& m, const ModelConfig& c, const StepArgs& a, c
       sel = m.buf<int32_t>("msa.sel", size_t(T) * Hi * topk);
       cuda::msa_block_scores(iq, L.idx_cache, meta, T, Hi, Di, P, a.score_stride, scores, s,
                              Hi <= 8 ? a.max_tokens_per_seq : 0);  // the decode path takes <= 8 heads
-      cuda::msa_select(scores, meta, T, Hi, a.score_stride, P, topk, c.msa.local_blocks, c.msa.init_blocks, sel, s);
+      cuda::msa_select(scores, meta, T, Hi, a.score_stride, P, topk, c.msa.local_blocks, c.msa.init_blocks,
+                       sel, s);
       if (options.trace_msa) {
         std::vector<int32_t> hs(size_t(T) * Hi * topk);
         M3_CUDA_CHECK(cudaMemcpyAsync(hs.data(), sel, hs.size() * 4, cudaMemcpyDeviceToHost, s));
@@ -147,8 +152,8 @@ void enqueue_step(CudaModel::Impl& m, const ModelConfig& c, const StepArgs& a, c
     } else if (options.trace_msa) {
       out.msa_trace.emplace_back();
     }
-    cuda::paged_attention(q, L.k_cache, L.v_cache, meta, sel, topk, a.tiles, T, Hq, Hkv, D, P, int(a.max_kv_len),
-                          scale, attn_ws, attn, s);
+    cuda::paged_attention(q, L.k_cache, L.v_cache, meta, sel, topk, a.tiles, T, Hq, Hkv, D, P,
+                          int(a.max_kv_len), scale, attn_ws, attn, s);
     m.gemm(attn, T, Hq * D, L.o, H, delta);
     cuda::add_rms_norm(h, delta, L.post_norm, T, H, c.rms_norm_eps, x, c.moe[l] ? x32 : nullptr, s);
     if (options.trace_moe) out.moe_trace.emplace_back(c.moe[l] ? T : 0);
@@ -173,15 +178,20 @@ void enqueue_step(CudaModel::Impl& m, const ModelConfig& c, const StepArgs& a, c
 
 CudaModel::CudaModel(ModelConfig config, const Checkpoint* ckpt, const CudaModelOptions& options,
                      uint64_t random_seed)
-    : config_(std::move(config)), impl_(std::make_unique<Impl>(config_)), graphs_(std::make_unique<Graphs>()) {
+    : config_(std::move(config)),
+      impl_(std::make_unique<Impl>(config_)),
+      graphs_(std::make_unique<Graphs>()) {
   const ModelConfig& c = config_;
-  auto unsupported = [](const std::string& what) { fail(ErrorKind::kUnsupported, "the CUDA backend " + what); };
+  auto unsupported = [](const std::string& what) {
+    fail(ErrorKind::kUnsupported, "the CUDA backend " + what);
+  };
   if (c.head_dim != 32 && c.head_dim != 64 && c.head_dim != 128 && c.head_dim != 256)
     unsupported("supports head_dim 32, 64, 128 or 256 (got " + std::to_string(c.head_dim) + ")");
   if (c.msa.topk_blocks > 64) unsupported("supports at most 64 MSA top-k blocks");
   if (c.hidden_size % 16 != 0) unsupported("needs hidden_size % 16 == 0");
   for (int inter : {c.dense_intermediate_size, c.expert_intermediate_size, c.shared_intermediate_size})
-    if (inter % 8 != 0) unsupported("needs intermediate sizes that are multiples of 8 (got " + std::to_string(inter) + ")");
+    if (inter % 8 != 0)
+      unsupported("needs intermediate sizes that are multiples of 8 (got " + std::to_string(inter) + ")");
   if (c.num_experts > 256 || c.experts_per_token > 16) unsupported("supports at most 256 experts and top-16");
   Impl& m = *impl_;
   m.opt = options;
@@ -209,8 +219,9 @@ CudaModel::CudaModel(ModelConfig config, const Checkpoint* ckpt, const CudaModel
   if (options.num_kv_pages > 0) {
     num_pages_ = options.num_kv_pages;
   } else {
-    // Memory plan: weights are resident; profile the largest prefill chunk and the largest decode batch so the
-    // activation and workspace peak is allocated, then give the KV pool what --gpu-memory-utilization leaves.
+    // Memory plan: weights are resident; profile the largest prefill chunk and the largest decode batch so
+    // the activation and workspace peak is allocated, then give the KV pool what --gpu-memory-utilization
+    // leaves.
     const int T = int(std::min<int64_t>(std::max(1, m.opt.max_num_batched_tokens), m.opt.max_model_len));
     const int B = std::min(std::max(1, m.opt.max_num_seqs), kGemvMaxTokens);
     num_pages_ = std::max((T + P - 1) / P, B);
@@ -224,7 +235,8 @@ CudaModel::CudaModel(ModelConfig config, const Checkpoint* ckpt, const CudaModel
     run(prefill, {}, true);
     ForwardBatch decode;
     decode.token_ids.assign(B, 0);
-    for (int b = 0; b < B; ++b) decode.seqs.push_back({b, 1, 0, std::span<const int32_t>(table.data() + b, 1), true});
+    for (int b = 0; b < B; ++b)
+      decode.seqs.push_back({b, 1, 0, std::span<const int32_t>(table.data() + b, 1), true});
     run(decode, {}, true);
     m.min_score_stride = 0;
     m.free_kv();
@@ -232,15 +244,16 @@ CudaModel::CudaModel(ModelConfig config, const Checkpoint* ckpt, const CudaModel
     M3_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_mem));
     const double budget = double(free_b) - (1.0 - m.opt.gpu_memory_utilization) * double(total_mem);
     num_pages_ = int(std::max(1.0, budget / double(page_bytes) - 1));
-    log_info("cuda: memory plan: weights ", weights_gb, " GB, activations + workspace ", m.scratch_bytes() / 1e9,
-             " GB (profiled at ", T, " tokens and a decode batch of ", B, "), KV pool from ",
-             m.opt.gpu_memory_utilization, " x ", total_mem / 1e9, " GB");
+    log_info("cuda: memory plan: weights ", weights_gb, " GB, activations + workspace ",
+             m.scratch_bytes() / 1e9, " GB (profiled at ", T, " tokens and a decode batch of ", B,
+             "), KV pool from ", m.opt.gpu_memory_utilization, " x ", total_mem / 1e9, " GB");
   }
   m.allocate_kv(num_pages_ + 1);
   const int64_t tokens = int64_t(num_pages_) * P;
   log_info("cuda: KV pool ", num_pages_, " pages x ", P, " tokens = ", tokens, " tokens (",
-           double(page_bytes) * num_pages_ / 1e9, " GB): ", tokens / std::max<int64_t>(1, m.opt.max_model_len),
-           " sequences of max_model_len ", m.opt.max_model_len, " fit");
+           double(page_bytes) * num_pages_ / 1e9,
+           " GB): ", tokens / std::max<int64_t>(1, m.opt.max_model_len), " sequences of max_model_len ",
+           m.opt.max_model_len, " fit");
 }
 
 CudaModel::~CudaModel() = default;
@@ -267,7 +280,8 @@ ForwardOutput CudaModel::run(const ForwardBatch& batch, const ForwardOptions& op
     const SeqChunk& s = batch.seqs[i];
     if (s.token_offset < 0 || s.num_tokens <= 0 || s.token_offset + s.num_tokens > T)
       fail(ErrorKind::kInternal, "forward batch chunk out of range");
-    if (int64_t(s.block_table.size()) * P < s.start_pos + s.num_tokens) fail(ErrorKind::kInternal, "block table too short");
+    if (int64_t(s.block_table.size()) * P < s.start_pos + s.num_tokens)
+      fail(ErrorKind::kInternal, "block table too short");
     for (int32_t b : s.block_table)
       if (b < 0 || b >= num_pages_) fail(ErrorKind::kInternal, "invalid page id");
     for (int k = 0; k < s.num_tokens; ++k) {
@@ -278,9 +292,11 @@ ForwardOutput CudaModel::run(const ForwardBatch& batch, const ForwardOptions& op
     if (s.want_logits) logit_rows.push_back(s.token_offset + s.num_tokens - 1);
   }
   for (int32_t id : batch.token_ids)
-    if (id < 0 || id >= c.vocab_size) fail(ErrorKind::kInvalidArgument, "token id " + std::to_string(id) + " out of range");
+    if (id < 0 || id >= c.vocab_size)
+      fail(ErrorKind::kInvalidArgument, "token id " + std::to_string(id) + " out of range");
   const bool tracing = options.trace_hidden || options.trace_msa || options.trace_moe;
-  decode = decode && T == S && !tracing && m.opt.cuda_graphs && T <= std::min(m.opt.max_num_seqs, kGemvMaxTokens);
+  decode =
+      decode && T == S && !tracing && m.opt.cuda_graphs && T <= std::min(m.opt.max_num_seqs, kGemvMaxTokens);
 
   StepArgs a;
   std::vector<int32_t> ids(batch.token_ids);
@@ -299,9 +315,11 @@ ForwardOutput CudaModel::run(const ForwardBatch& batch, const ForwardOptions& op
   const int rows_S = S + (rows_T - T);
   std::vector<int32_t> tables(size_t(rows_S) * width, num_pages_);
   for (int i = 0; i < S; ++i)
-    std::copy(batch.seqs[i].block_table.begin(), batch.seqs[i].block_table.end(), tables.begin() + size_t(i) * width);
+    std::copy(batch.seqs[i].block_table.begin(), batch.seqs[i].block_table.end(),
+              tables.begin() + size_t(i) * width);
   a.T = rows_T;
-  a.meta = {m.to_device("meta.seq", seq), m.to_device("meta.pos", pos), m.to_device("meta.tables", tables), width};
+  a.meta = {m.to_device("meta.seq", seq), m.to_device("meta.pos", pos), m.to_device("meta.tables", tables),
+            width};
   a.ids = m.to_device("meta.ids", ids);
   a.R = static_cast<int>(logit_rows.size());
   a.logit_rows = m.to_device("meta.logit_rows", logit_rows);
@@ -349,7 +367,8 @@ ForwardOutput CudaModel::run(const ForwardBatch& batch, const ForwardOptions& op
   const int R = decode ? T : a.R;  // padding rows are not returned
   float* logits = R > 0 ? m.buf<float>("logits", size_t(a.R) * c.vocab_size) : nullptr;
   if (!batch.sampling.empty()) {  // sampled on the device: only R ids come back
-    if (int(batch.sampling.size()) != R) fail(ErrorKind::kInternal, "one sampling row per logits row expected");
+    if (int(batch.sampling.size()) != R)
+      fail(ErrorKind::kInternal, "one sampling row per logits row expected");
     const SamplingRow* rows = m.to_device("sample.rows", batch.sampling);
     const LogitAdjustment* adj =
         batch.sampling_adjustments.empty() ? nullptr : m.to_device("sample.adj", batch.sampling_adjustments);

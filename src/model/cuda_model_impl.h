@@ -43,8 +43,9 @@ struct CudaModel::Impl {
     bf16 *q_norm = nullptr, *k_norm = nullptr, *iq_norm = nullptr, *ik_norm = nullptr;
     bf16 *mlp_w13 = nullptr, *mlp_w2 = nullptr;  // dense MLP: interleaved gate/up [2I, H], down [H, I]
     float *router = nullptr, *router_bias = nullptr;
-    bf16 *exp_w13 = nullptr, *exp_w2 = nullptr;  // [G, 2I, H], [G, H, I]; group E = the shared expert if fused
-    bf16 *sh_w13 = nullptr, *sh_w2 = nullptr;    // the shared expert when its width differs
+    bf16 *exp_w13 = nullptr,
+         *exp_w2 = nullptr;                    // [G, 2I, H], [G, H, I]; group E = the shared expert if fused
+    bf16 *sh_w13 = nullptr, *sh_w2 = nullptr;  // the shared expert when its width differs
     bf16 *k_cache = nullptr, *v_cache = nullptr, *idx_cache = nullptr;
   };
 

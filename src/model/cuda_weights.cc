@@ -33,13 +33,15 @@ struct Placement {
 
 // Copies bytes [off, off + n) of a tensor to its placement; for interleaved halves off and n are whole
 // multiples of 8 rows.
-void copy_placed(const Placement& p, size_t off, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
+void copy_placed(const Placement& p, size_t off, const void* src, size_t n, cudaMemcpyKind kind,
+                 cudaStream_t s) {
   if (p.mode == Placement::kContiguous) {
     M3_CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(p.dst) + off, src, n, kind, s));
     return;
   }
   const size_t block = 8 * p.row_bytes;
-  uint8_t* dst = static_cast<uint8_t*>(p.dst) + ((off / block) * 16 + (p.mode == Placement::kUpHalf ? 8 : 0)) * p.row_bytes;
+  uint8_t* dst = static_cast<uint8_t*>(p.dst) +
+                 ((off / block) * 16 + (p.mode == Placement::kUpHalf ? 8 : 0)) * p.row_bytes;
   M3_CUDA_CHECK(cudaMemcpy2DAsync(dst, 2 * block, src, block, block, n / block, kind, s));
 }
 
@@ -60,7 +62,8 @@ void CudaModel::Impl::load_weights(const Checkpoint* ckpt, uint64_t random_seed)
   const int Hi = c.msa.num_index_heads, Di = c.msa.index_head_dim;
   const int E = c.num_experts, I = c.expert_intermediate_size;
   const std::vector<WeightSpec> specs = weight_layout(c);
-  const std::vector<std::string> names = ckpt ? resolve_weight_names(*ckpt, specs) : std::vector<std::string>{};
+  const std::vector<std::string> names =
+      ckpt ? resolve_weight_names(*ckpt, specs) : std::vector<std::string>{};
   shared_fused = c.shared_intermediate_size == I;
   layers.resize(c.num_layers);
   for (int l = 0; l < c.num_layers; ++l) {  // the fused allocations
@@ -101,34 +104,84 @@ void CudaModel::Impl::load_weights(const Checkpoint* ckpt, uint64_t random_seed)
     };
     const int G13 = 2 * I * H, G2 = H * I;
     switch (s.role) {
-      case WeightRole::kRouter: p.dst = L->router = own<float>(numel); break;
-      case WeightRole::kRouterBias: p.dst = L->router_bias = own<float>(numel); break;
-      case WeightRole::kEmbed: p.dst = embed = own<bf16>(numel); break;
-      case WeightRole::kLmHead: p.dst = lm_head = own<bf16>(numel); break;
-      case WeightRole::kFinalNorm: p.dst = final_norm = own<bf16>(numel); break;
-      case WeightRole::kInputNorm: p.dst = L->in_norm = own<bf16>(numel); break;
-      case WeightRole::kPostNorm: p.dst = L->post_norm = own<bf16>(numel); break;
-      case WeightRole::kO: p.dst = L->o = own<bf16>(numel); break;
-      case WeightRole::kQNorm: p.dst = L->q_norm = own<bf16>(numel); break;
-      case WeightRole::kKNorm: p.dst = L->k_norm = own<bf16>(numel); break;
-      case WeightRole::kIndexQNorm: p.dst = L->iq_norm = own<bf16>(numel); break;
-      case WeightRole::kIndexKNorm: p.dst = L->ik_norm = own<bf16>(numel); break;
-      case WeightRole::kQ: p.dst = fused_in(0); break;
-      case WeightRole::kK: p.dst = fused_in(size_t(Hq) * D); break;
-      case WeightRole::kV: p.dst = fused_in(size_t(Hq + Hkv) * D); break;
-      case WeightRole::kIndexQ: p.dst = fused_in(size_t(Hq + 2 * Hkv) * D); break;
-      case WeightRole::kIndexK: p.dst = fused_in(size_t(Hq + 2 * Hkv) * D + size_t(Hi) * Di); break;
-      case WeightRole::kMlpGate: half(L->mlp_w13, Placement::kGateHalf); break;
-      case WeightRole::kMlpUp: half(L->mlp_w13, Placement::kUpHalf); break;
-      case WeightRole::kMlpDown: p.dst = L->mlp_w2; break;
-      case WeightRole::kExpertGate: half(L->exp_w13 + size_t(s.expert) * G13, Placement::kGateHalf); break;
-      case WeightRole::kExpertUp: half(L->exp_w13 + size_t(s.expert) * G13, Placement::kUpHalf); break;
-      case WeightRole::kExpertDown: p.dst = L->exp_w2 + size_t(s.expert) * G2; break;
+      case WeightRole::kRouter:
+        p.dst = L->router = own<float>(numel);
+        break;
+      case WeightRole::kRouterBias:
+        p.dst = L->router_bias = own<float>(numel);
+        break;
+      case WeightRole::kEmbed:
+        p.dst = embed = own<bf16>(numel);
+        break;
+      case WeightRole::kLmHead:
+        p.dst = lm_head = own<bf16>(numel);
+        break;
+      case WeightRole::kFinalNorm:
+        p.dst = final_norm = own<bf16>(numel);
+        break;
+      case WeightRole::kInputNorm:
+        p.dst = L->in_norm = own<bf16>(numel);
+        break;
+      case WeightRole::kPostNorm:
+        p.dst = L->post_norm = own<bf16>(numel);
+        break;
+      case WeightRole::kO:
+        p.dst = L->o = own<bf16>(numel);
+        break;
+      case WeightRole::kQNorm:
+        p.dst = L->q_norm = own<bf16>(numel);
+        break;
+      case WeightRole::kKNorm:
+        p.dst = L->k_norm = own<bf16>(numel);
+        break;
+      case WeightRole::kIndexQNorm:
+        p.dst = L->iq_norm = own<bf16>(numel);
+        break;
+      case WeightRole::kIndexKNorm:
+        p.dst = L->ik_norm = own<bf16>(numel);
+        break;
+      case WeightRole::kQ:
+        p.dst = fused_in(0);
+        break;
+      case WeightRole::kK:
+        p.dst = fused_in(size_t(Hq) * D);
+        break;
+      case WeightRole::kV:
+        p.dst = fused_in(size_t(Hq + Hkv) * D);
+        break;
+      case WeightRole::kIndexQ:
+        p.dst = fused_in(size_t(Hq + 2 * Hkv) * D);
+        break;
+      case WeightRole::kIndexK:
+        p.dst = fused_in(size_t(Hq + 2 * Hkv) * D + size_t(Hi) * Di);
+        break;
+      case WeightRole::kMlpGate:
+        half(L->mlp_w13, Placement::kGateHalf);
+        break;
+      case WeightRole::kMlpUp:
+        half(L->mlp_w13, Placement::kUpHalf);
+        break;
+      case WeightRole::kMlpDown:
+        p.dst = L->mlp_w2;
+        break;
+      case WeightRole::kExpertGate:
+        half(L->exp_w13 + size_t(s.expert) * G13, Placement::kGateHalf);
+        break;
+      case WeightRole::kExpertUp:
+        half(L->exp_w13 + size_t(s.expert) * G13, Placement::kUpHalf);
+        break;
+      case WeightRole::kExpertDown:
+        p.dst = L->exp_w2 + size_t(s.expert) * G2;
+        break;
       case WeightRole::kSharedGate:
         half(shared_fused ? L->exp_w13 + size_t(E) * G13 : L->sh_w13, Placement::kGateHalf);
         break;
-      case WeightRole::kSharedUp: half(shared_fused ? L->exp_w13 + size_t(E) * G13 : L->sh_w13, Placement::kUpHalf); break;
-      case WeightRole::kSharedDown: p.dst = shared_fused ? L->exp_w2 + size_t(E) * G2 : L->sh_w2; break;
+      case WeightRole::kSharedUp:
+        half(shared_fused ? L->exp_w13 + size_t(E) * G13 : L->sh_w13, Placement::kUpHalf);
+        break;
+      case WeightRole::kSharedDown:
+        p.dst = shared_fused ? L->exp_w2 + size_t(E) * G2 : L->sh_w2;
+        break;
     }
   }
 
@@ -171,7 +224,8 @@ void CudaModel::Impl::load_weights(const Checkpoint* ckpt, uint64_t random_seed)
           std::vector<uint8_t> converted;
           const uint8_t* src = ref.file->tensor_data(*ref.info);
           if (ref.info->dtype != want || ref.info->shape != specs[i].shape) {
-            const std::vector<float> f = ckpt->read_f32(names[i], specs[i].shape, c.quant_block);  // checks shape
+            const std::vector<float> f =
+                ckpt->read_f32(names[i], specs[i].shape, c.quant_block);  // checks shape
             converted.resize(p.bytes);
             if (p.fp32)
               std::memcpy(converted.data(), f.data(), p.bytes);
@@ -182,7 +236,8 @@ void CudaModel::Impl::load_weights(const Checkpoint* ckpt, uint64_t random_seed)
           }
           const size_t unit = p.mode == Placement::kContiguous ? 1 : 8 * p.row_bytes;
           const size_t chunk = std::max(unit, kStage / unit * unit);
-          if (chunk > kStage) fail(ErrorKind::kUnsupported, names[i] + ": rows too wide for the staging buffer");
+          if (chunk > kStage)
+            fail(ErrorKind::kUnsupported, names[i] + ": rows too wide for the staging buffer");
           for (size_t off = 0; off < p.bytes; off += chunk) {
             const size_t n = std::min(chunk, p.bytes - off);
             std::memcpy(stage, src + off, n);
@@ -221,11 +276,13 @@ void CudaModel::Impl::load_weights(const Checkpoint* ckpt, uint64_t random_seed)
   }
   if (c.tie_word_embeddings) lm_head = embed;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  log_info("cuda: ", ckpt ? "loaded " : "generated ", specs.size(), " tensors, ", total / 1e9, " GB in ", secs,
-           " s (", total / 1e9 / secs, " GB/s)");
+  log_info("cuda: ", ckpt ? "loaded " : "generated ", specs.size(), " tensors, ", total / 1e9, " GB in ",
+           secs, " s (", total / 1e9 / secs, " GB/s)");
 }
 
-void* CudaModel::Impl::scratch_alloc_tmp(size_t bytes) { return buf<uint8_t>("weights.tmp", bytes); }
+void* CudaModel::Impl::scratch_alloc_tmp(size_t bytes) {
+  return buf<uint8_t>("weights.tmp", bytes);
+}
 void CudaModel::Impl::scratch_free_tmp() {
   auto it = scratch.find("weights.tmp");
   if (it == scratch.end()) return;
@@ -236,7 +293,8 @@ void CudaModel::Impl::scratch_free_tmp() {
 size_t CudaModel::Impl::kv_bytes_per_page() const {
   size_t bytes = 0;
   for (int l = 0; l < c.num_layers; ++l)
-    bytes += size_t(c.msa.block_size) * (2 * c.kv_size() + (c.sparse_attention[l] ? c.msa.index_head_dim : 0)) * 2;
+    bytes +=
+        size_t(c.msa.block_size) * (2 * c.kv_size() + (c.sparse_attention[l] ? c.msa.index_head_dim : 0)) * 2;
   return bytes;
 }
 
@@ -264,7 +322,8 @@ void CudaModel::fill_kv_random(uint64_t seed) {
     cuda::fill_random(L.k_cache, false, int64_t(slots * config_.kv_size()), seed++ << 40, 1.0f, m.stream);
     cuda::fill_random(L.v_cache, false, int64_t(slots * config_.kv_size()), seed++ << 40, 1.0f, m.stream);
     if (L.idx_cache)
-      cuda::fill_random(L.idx_cache, false, int64_t(slots * config_.msa.index_head_dim), seed++ << 40, 1.0f, m.stream);
+      cuda::fill_random(L.idx_cache, false, int64_t(slots * config_.msa.index_head_dim), seed++ << 40, 1.0f,
+                        m.stream);
   }
   M3_CUDA_CHECK(cudaStreamSynchronize(m.stream));
 }

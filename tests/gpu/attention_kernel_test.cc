@@ -2,11 +2,12 @@
 // 32/64/128/256, GQA groups 1..16 (and a group wider than a CTA's rows), dense and MSA block-sparse, page
 // sizes 8/16/128 with shuffled page ids, a ragged batch (prefill chunks that start mid-page and cross page
 // boundaries, decode rows, a 1-token sequence at position 0) and a decode-only batch (the decode kernel),
-// selections with fewer than top-k blocks, split-K 1 / 3 / 16 / the launcher's choice, each launched twice on
-// a workspace poisoned beforehand (the split-K counters must work from garbage and be left reusable, as in a
-// CUDA-graph replay), the output poisoned beforehand and cache slots past each sequence's end (and unused
-// pages) filled with NaN, which must never reach the output. Plus the host-side tile plan, split heuristics
-// and workspace layout.
+// selections with fewer than top-k blocks (and a top-k past 32: the decode kernel's block window moves),
+// split-K 1 / 3 / 16 / the launcher's choice, each launched twice on a workspace poisoned beforehand (the
+// split-K counters must work from garbage and be left reusable, as in a CUDA-graph replay), the second time
+// with the tile list reversed (tile i no longer holds token i: the decode kernel's guess is wrong), the
+// output poisoned beforehand and cache slots past each sequence's end (and unused pages) filled with NaN,
+// which must never reach the output. Plus the host-side tile plan, split heuristics and workspace layout.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -98,12 +99,13 @@ TEST(AttentionPlan, DecodeSplitsGiveEachCtaWholeBlocks) {
 struct Case {
   int dim, group, page;
   bool sparse, decode = false;  // decode: a batch of one-token sequences only
+  int topk = 0;                 // 0: by page size
 };
 
 std::string case_name(const Case& c) {
   std::ostringstream name;
   name << "d" << c.dim << "_g" << c.group << "_p" << c.page << (c.sparse ? "_sparse" : "_dense")
-       << (c.decode ? "_decode" : "");
+       << (c.decode ? "_decode" : "") << (c.topk ? "_top" + std::to_string(c.topk) : "");
   return name.str();
 }
 
@@ -114,7 +116,7 @@ TEST_P(AttentionKernel, MatchesCpuReference) {
   const Case c = GetParam();
   const int D = c.dim, P = c.page, G = c.group;
   const int Hkv = G > 16 ? 1 : 2, Hq = G * Hkv;
-  const int topk = P >= 128 ? 4 : P >= 16 ? 6 : 8;
+  const int topk = c.topk ? c.topk : P >= 128 ? 4 : P >= 16 ? 6 : 8;
   std::mt19937 rng(D * 1000 + G * 10 + P + (c.sparse ? 7 : 0));
   std::normal_distribution<float> normal;
 
@@ -235,6 +237,9 @@ TEST_P(AttentionKernel, MatchesCpuReference) {
   const cuda::AttentionPlan plan = cuda::plan_attention(ranges, G, D);
   DeviceBuffer<cuda::AttentionTile> d_tiles(plan.tiles);
   const cuda::AttentionTiles tiles{d_tiles.get(), int(plan.tiles.size()), plan.max_tokens};
+  const std::vector<cuda::AttentionTile> reversed(plan.tiles.rbegin(), plan.tiles.rend());
+  DeviceBuffer<cuda::AttentionTile> d_reversed(reversed);
+  const cuda::AttentionTiles tiles_reversed{d_reversed.get(), int(reversed.size()), plan.max_tokens};
   const cuda::TokenMeta meta{d_seq.get(), d_pos.get(), d_table.get(), max_blocks};
   const int32_t* selection = c.sparse ? d_sel.get() : nullptr;
   const int auto_splits = cuda::paged_attention_splits(tiles, Hq, Hkv, D, P, c.sparse, topk, max_pos + 1);
@@ -248,13 +253,14 @@ TEST_P(AttentionKernel, MatchesCpuReference) {
   d_ws.fill_bytes(0xff);  // garbage split-K counters and partials
   for (int run = 0; run < 8; ++run) {
     const int splits = std::vector<int>{1, 3, 16, 0}[run / 2];  // 0: paged_attention's own choice
-    d_out.fill_bytes(0xff);                                     // NaN poison: every element must be written
+    const cuda::AttentionTiles& launch_tiles = run % 2 ? tiles_reversed : tiles;
+    d_out.fill_bytes(0xff);  // NaN poison: every element must be written
     if (splits == 0)
-      cuda::paged_attention(d_q.get(), d_k.get(), d_v.get(), meta, selection, topk, tiles, T, Hq, Hkv, D, P,
-                            max_pos + 1, scale, d_ws.get(), d_out.get(), nullptr);
+      cuda::paged_attention(d_q.get(), d_k.get(), d_v.get(), meta, selection, topk, launch_tiles, T, Hq, Hkv,
+                            D, P, max_pos + 1, scale, d_ws.get(), d_out.get(), nullptr);
     else
-      cuda::paged_attention_with_splits(d_q.get(), d_k.get(), d_v.get(), meta, selection, topk, tiles, T, Hq,
-                                        Hkv, D, P, splits, scale, d_ws.get(), d_out.get(), nullptr);
+      cuda::paged_attention_with_splits(d_q.get(), d_k.get(), d_v.get(), meta, selection, topk, launch_tiles,
+                                        T, Hq, Hkv, D, P, splits, scale, d_ws.get(), d_out.get(), nullptr);
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     out = d_out.download();
@@ -287,8 +293,8 @@ TEST_P(AttentionKernel, MatchesCpuReference) {
     std::ostringstream where;
     where << case_name(c)
           << " splits=" << (splits ? std::to_string(splits) : "auto(" + std::to_string(auto_splits) + ")")
-          << (run % 2 ? " (second launch)" : "") << ": worst err/row_max " << worst << " at token " << wt
-          << " (seq " << tok_seq[wt] << ", pos " << tok_pos[wt] << ", keys "
+          << (run % 2 ? " (second launch, tiles reversed)" : "") << ": worst err/row_max " << worst
+          << " at token " << wt << " (seq " << tok_seq[wt] << ", pos " << tok_pos[wt] << ", keys "
           << nkeys[size_t(wt) * Hkv + wh / G] << ") head " << wh << " dim " << wd << ": expected "
           << ref[worst_i] << " got " << __bfloat162float(out[worst_i]) << "; " << bad
           << " elements over 2e-2, " << nans << " NaN; mean err " << sum_err / out.size() << " vs mean |ref| "
@@ -302,16 +308,15 @@ TEST_P(AttentionKernel, MatchesCpuReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, AttentionKernel,
-    ::testing::Values(Case{128, 16, 128, false}, Case{128, 16, 128, true}, Case{128, 8, 16, false},
-                      Case{128, 8, 16, true}, Case{64, 2, 8, false}, Case{64, 2, 8, true},
-                      Case{32, 1, 16, false}, Case{32, 1, 16, true}, Case{64, 16, 8, true},
-                      Case{32, 8, 128, false}, Case{128, 1, 8, true}, Case{128, 2, 128, true},
-                      Case{64, 3, 16, true}, Case{256, 4, 16, false}, Case{256, 4, 16, true},
-                      Case{32, 160, 16, false}, Case{128, 16, 128, false, true},
-                      Case{128, 16, 128, true, true}, Case{128, 8, 16, false, true},
-                      Case{128, 8, 16, true, true}, Case{64, 2, 8, true, true}, Case{32, 1, 16, false, true},
-                      Case{128, 1, 8, true, true}, Case{256, 4, 16, false, true},
-                      Case{256, 4, 16, true, true}, Case{32, 160, 16, true, true}),
+    ::testing::Values(
+        Case{128, 16, 128, false}, Case{128, 16, 128, true}, Case{128, 8, 16, false}, Case{128, 8, 16, true},
+        Case{64, 2, 8, false}, Case{64, 2, 8, true}, Case{32, 1, 16, false}, Case{32, 1, 16, true},
+        Case{64, 16, 8, true}, Case{32, 8, 128, false}, Case{128, 1, 8, true}, Case{128, 2, 128, true},
+        Case{64, 3, 16, true}, Case{256, 4, 16, false}, Case{256, 4, 16, true}, Case{32, 160, 16, false},
+        Case{128, 16, 128, false, true}, Case{128, 16, 128, true, true}, Case{128, 8, 16, false, true},
+        Case{128, 8, 16, true, true}, Case{64, 2, 8, true, true}, Case{32, 1, 16, false, true},
+        Case{128, 1, 8, true, true}, Case{256, 4, 16, false, true}, Case{256, 4, 16, true, true},
+        Case{32, 160, 16, true, true}, Case{64, 4, 8, true, true, 40}, Case{128, 16, 8, true, false, 40}),
     [](const auto& info) { return case_name(info.param); });
 
 }  // namespace

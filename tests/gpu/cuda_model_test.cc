@@ -220,14 +220,14 @@ TEST(CudaVsCpu, RaggedChunkedBatch) {
   }
 }
 
-// Long context with the real block size 128 / top-k 16: 8K and 16K-token prompts, chunked as the scheduler
+// Long context with the real block size 128 / top-k 16: 8K, 16K and 32K-token prompts, chunked as the scheduler
 // would (8192-token chunks), logits and hidden states vs the CPU reference; MSA selections mostly agree (bf16
 // index keys may flip near-ties).
 TEST(CudaVsCpu, LongContextRealBlockSize) {
   M3_REQUIRE_GPU();
-  auto gpu = load_cuda("m3-tiny-block128", 300);
-  auto cpu = load_fixture("m3-tiny-block128", 300);
-  for (int len : {8192, 16384}) {
+  auto gpu = load_cuda("m3-tiny-block128", 600);
+  auto cpu = load_fixture("m3-tiny-block128", 600);
+  for (int len : {8192, 16384, 32768}) {
     const auto prompt = random_prompt(len, cpu->config().vocab_size, len);
     SequenceRunner rg(*gpu), rc(*cpu);
     int sg = rg.add_sequence(), sc = rc.add_sequence();
