@@ -28,7 +28,7 @@ if want tests; then
   compute-sanitizer --tool synccheck --error-exitcode 1 build-gpu/cuda_test --gtest_filter='*Msa*:*AttentionKernel*:*Moe*' \
     >"$OUT/synccheck.log" 2>&1 && echo "compute-sanitizer synccheck: clean" || { echo "compute-sanitizer synccheck: FAILED"; status=1; }
   compute-sanitizer --tool racecheck build-gpu/cuda_test --gtest_filter='*Msa*:*AttentionKernel*:*Moe*' >"$OUT/racecheck.log" 2>&1
-  echo "compute-sanitizer racecheck: $(grep -c 'Race reported' "$OUT/racecheck.log") reports, in: $(grep -o 'Race reported between Write access at void [^(<]*' "$OUT/racecheck.log" | sed 's/.* //' | sort -u | tr '\n' ' ')"
+  echo "compute-sanitizer racecheck: $(grep -c 'Race reported' "$OUT/racecheck.log") reports, in: $(grep -o 'Write access at void [^(]*' "$OUT/racecheck.log" | sed 's/.*:://; s/<$//' | sort -u | tr '\n' ' ')"
   for m in m3-tiny-msa m3-tiny-block128; do
     python3 - "$m" >"$OUT/in_$m.jsonl" <<'PY'
 import json, sys
