@@ -3,6 +3,9 @@
 // value, as argparse does. Values are checked by bench::run_serve_benchmark, which names the flag.
 #include "apps/bench_command.h"
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <memory>
 
 #include "bench/serve_bench.h"
@@ -41,9 +44,44 @@ struct BenchServeArgs {
 }  // namespace
 
 void register_bench_command(CLI::App& app, int& exit_code) {
-  CLI::App* bench = app.add_subcommand("bench", "Benchmarks (serve: load-test an OpenAI-compatible server)");
+  CLI::App* bench = app.add_subcommand(
+      "bench",
+      "Benchmarks (serve: load-test an OpenAI-compatible server; kernels: the CUDA kernel benchmarks)");
   bench->require_subcommand(1);
   register_bench_serve_command(*bench, exit_code);
+  register_bench_kernels_command(*bench, exit_code);
+}
+
+void register_bench_kernels_command(CLI::App& bench, int& exit_code) {
+  CLI::App* cmd = bench.add_subcommand(
+      "kernels",
+      "Run m3-kernel-bench (built with CUDA next to m3): every hot kernel and whole decode / prefill steps "
+      "against the H200 floors; every argument goes to it (--filter A,B --iters N --quick --json FILE)");
+  cmd->prefix_command();  // pass every argument through
+  cmd->callback([cmd, &exit_code] {
+    // The benchmark binary sits next to this executable (same build tree or build-gpu/).
+    std::error_code ec;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    const std::filesystem::path bin =
+        self.parent_path() / (std::filesystem::exists(self.parent_path() / "benchmarks")
+                                  ? "benchmarks/m3-kernel-bench"
+                                  : "m3-kernel-bench");
+    if (ec || !std::filesystem::exists(bin)) {
+      std::fprintf(stderr,
+                   "error: m3 bench kernels: %s not found (it is built only with the CUDA backend: "
+                   "cmake -DM3_CUDA=ON, target m3-kernel-bench)\n",
+                   bin.string().c_str());
+      exit_code = 2;
+      return;
+    }
+    std::vector<std::string> extra = cmd->remaining();
+    std::vector<char*> argv{const_cast<char*>(bin.c_str())};
+    for (std::string& e : extra) argv.push_back(e.data());
+    argv.push_back(nullptr);
+    execv(bin.c_str(), argv.data());
+    std::perror("error: m3 bench kernels: exec");
+    exit_code = 1;
+  });
 }
 
 void register_bench_serve_command(CLI::App& bench, int& exit_code) {

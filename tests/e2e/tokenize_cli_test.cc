@@ -85,3 +85,23 @@ TEST(TokenizeCli, BadInputIsAClearError) {
 }
 
 }  // namespace
+
+namespace m3 {
+namespace {
+
+// `m3 bench kernels` hands its arguments to m3-kernel-bench next to the binary: without a CUDA build it says
+// how to get one (exit 2); with one but no GPU the benchmark itself says so (exit 1); never a crash.
+TEST(BenchKernelsCli, RunsTheKernelBenchmarkOrSaysWhyNot) {
+  const Result r = run("bench kernels --filter no-such-kernel --iters 1", "");
+  if (r.status == 2) {
+    EXPECT_NE(r.out.find("m3-kernel-bench not found"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("-DM3_CUDA=ON"), std::string::npos) << r.out;
+  } else {
+    EXPECT_TRUE(r.out.find("no CUDA device") != std::string::npos ||
+                r.out.find("device:") != std::string::npos)
+        << "status " << r.status << ": " << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace m3
