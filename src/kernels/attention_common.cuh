@@ -182,6 +182,21 @@ __device__ void merge_splits(const Params& p, int count, int t0, int kvh, int ch
   }
 }
 
+// After a split has written its partial: count this CTA's arrival on its group's counter; the last CTA to
+// arrive merges the partials into the output (the fences order the partials before the count and after it).
+template <int D, int kRows, int kThreads>
+__device__ __forceinline__ void arrive_and_merge(const Params& p, int counter, unsigned long long seen,
+                                                 int* flag, int count, int t0, int kvh, int chunk, float* w,
+                                                 float* stage, int stage_floats) {
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) *flag = arrive_last(p.counters + counter, seen, p.splits);
+  __syncthreads();
+  if (!*flag) return;
+  __threadfence();
+  merge_splits<D, kRows, kThreads>(p, count, t0, kvh, chunk, w, stage, stage_floats);
+}
+
 // Tile kernel epilogue: bf16 rows directly (splits == 1), or the split's normalised partial O and
 // log2-sum-exp followed by the arrival (`seen`: counter_peek's value) and, in the last CTA, merge_splits.
 // `writer`: this warp holds final rows (warp-uniform).
@@ -215,13 +230,7 @@ __device__ __forceinline__ void finish(const Params& p, float (&o)[D / 8][4], fl
     }
   }
   if (p.splits == 1) return;
-  __threadfence();
-  __syncthreads();
-  if (tid == 0) *flag = arrive_last(p.counters + counter, seen, p.splits);
-  __syncthreads();
-  if (!*flag) return;
-  __threadfence();
-  merge_splits<D, kRows, kThreads>(p, count, t0, kvh, chunk, w, stage, stage_floats);
+  arrive_and_merge<D, kRows, kThreads>(p, counter, seen, flag, count, t0, kvh, chunk, w, stage, stage_floats);
 }
 
 // Stage ring: waits for stage `it`, then refills the buffer the previous stage used. One barrier per stage.

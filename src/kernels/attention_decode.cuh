@@ -186,15 +186,8 @@ __global__ void __launch_bounds__(32 * DecodeShape<D>::kWarps, 1) decode_kernel(
     }
   }
   if (p.splits == 1) return;
-  int* flag = reinterpret_cast<int*>(smem + kOffMisc);
-  __threadfence();
-  __syncthreads();
-  if (tid == 0) *flag = arrive_last(p.counters + counter, seen, p.splits);
-  __syncthreads();
-  if (!*flag) return;
-  __threadfence();
-  merge_splits<D, 16, kThreads>(p, 1, t0, kvh, chunk, reinterpret_cast<float*>(smem + kOffW), red,
-                                kRingBytes / 4);
+  arrive_and_merge<D, 16, kThreads>(p, counter, seen, reinterpret_cast<int*>(smem + kOffMisc), 1, t0, kvh,
+                                    chunk, reinterpret_cast<float*>(smem + kOffW), red, kRingBytes / 4);
 }
 
 }  // namespace
