@@ -66,7 +66,7 @@ M3_BENCH(moe_decode) {
                              B * K + 1, B, true, 1.702f, 7.0f, act, st);
           cuda::grouped_gemv(w2, int64_t(H) * I, G, H, I, act, I, nullptr, counts, offsets, active, B * K + 1,
                              B, false, 0, 0, y, st);
-          cuda::moe_combine(y, ids, w, rank, offsets, 0, B, K, H, 2.0f, shared ? nullptr : out, E, out, st);
+          cuda::moe_combine(y, ids, w, rank, offsets, B, K, H, 2.0f, shared ? nullptr : out, E, out, st);
         },
         s, opts.iters);
     m.bytes = double(distinct.size() + shared) * 3.0 * I * H * 2;

@@ -2,6 +2,7 @@
 // row gathers. One block per row where a reduction is needed; grid-stride loops elsewhere.
 #include "common/random_init.h"
 #include "kernels/kernels.h"
+#include "kernels/paged.cuh"
 
 namespace m3::cuda {
 namespace {
@@ -137,7 +138,7 @@ __global__ void write_pages_kernel(const float* src, int64_t ld, bf16* cache, To
                                    int page_size) {
   const int t = blockIdx.x;
   const int p = m.pos[t];
-  const int page = m.block_table[static_cast<int64_t>(m.seq[t]) * m.max_blocks + p / page_size];
+  const int page = page_of(m, m.seq[t], p, page_size);
   bf16* dst = cache + (static_cast<int64_t>(page) * page_size + p % page_size) * width;
   for (int i = threadIdx.x; i < width; i += blockDim.x) dst[i] = __float2bfloat16(src[t * ld + i]);
 }
@@ -146,12 +147,6 @@ __global__ void add_kernel(float* x, const float* y, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += gridDim.x * blockDim.x)
     x[i] += y[i];
-}
-
-__global__ void to_bf16_kernel(const float* x, bf16* y, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += gridDim.x * blockDim.x)
-    y[i] = __float2bfloat16(x[i]);
 }
 
 __global__ void gather_f32_kernel(const float* __restrict__ src, const int32_t* __restrict__ rows, int width,
@@ -209,9 +204,6 @@ void write_pages(const float* src, int64_t ld, bf16* cache, TokenMeta m, int T, 
 }
 void add_inplace(float* x, const float* y, int64_t n, cudaStream_t s) {
   if (n > 0) add_kernel<<<grid_for(n), kThreads, 0, s>>>(x, y, n);
-}
-void f32_to_bf16(const float* x, bf16* y, int64_t n, cudaStream_t s) {
-  if (n > 0) to_bf16_kernel<<<grid_for(n), kThreads, 0, s>>>(x, y, n);
 }
 void fill_random(void* p, bool f32, int64_t n, uint64_t key, float scale, cudaStream_t s) {
   if (n > 0) fill_random_kernel<<<grid_for(n), kThreads, 0, s>>>(p, f32, n, key, scale);

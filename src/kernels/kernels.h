@@ -32,9 +32,10 @@ void add_rms_norm(float* x, const float* delta, const bf16* w, int rows, int dim
                   float* out_f32, cudaStream_t s);
 // Per-head Gemma RMSNorm then partial NeoX RoPE: y [T, heads, dim] from x rows [T] of stride ldx (heads x dim
 // at the start of each row; y may equal x when ldx = heads x dim). inv_freq: [rotary_dim / 2].
-void head_norm_rope(const float* x, int64_t ldx, float* y, const bf16* w, const float* inv_freq, const int32_t* pos,
-                    int T, int heads, int dim, int rotary_dim, float eps, cudaStream_t s);
-// Writes rows of src [T] (stride ld, fp32, `width` values each) into paged caches [page][slot][width] as bf16.
+void head_norm_rope(const float* x, int64_t ldx, float* y, const bf16* w, const float* inv_freq,
+                    const int32_t* pos, int T, int heads, int dim, int rotary_dim, float eps, cudaStream_t s);
+// Writes rows of src [T] (stride ld, fp32, `width` values each) into paged caches [page][slot][width] as
+// bf16.
 void write_pages(const float* src, int64_t ld, bf16* cache, TokenMeta meta, int T, int width, int page_size,
                  cudaStream_t s);
 
@@ -91,7 +92,6 @@ void paged_attention_with_splits(const float* q, const bf16* k_cache, const bf16
                                  float* workspace, bf16* out, cudaStream_t s);
 
 void add_inplace(float* x, const float* y, int64_t n, cudaStream_t s);
-void f32_to_bf16(const float* x, bf16* y, int64_t n, cudaStream_t s);
 void gather_rows_f32(const float* src, const int32_t* rows, int n, int width, float* dst, cudaStream_t s);
 // Synthetic weights: p[i] = counter_gaussian(key + i) * scale (common/random_init.h), bf16 or fp32.
 void fill_random(void* p, bool f32, int64_t n, uint64_t key, float scale, cudaStream_t s);
@@ -112,24 +112,25 @@ void moe_group(const int32_t* ids, int T, int k, int E, bool shared, int32_t* co
 // slot_token[offsets[e] + i] (or offsets[e] + i when slot_token is null). W: groups x [N, K] bf16 at stride
 // w_stride; X rows bf16 with stride ldx; K % 8 == 0, N % 16 == 0. swiglu: W is interleaved gate/up and Y is
 // bf16 act [slots, N / 2]; else Y is fp32 [slots, N]. With `active` (moe_group's list) only the first
-// min(groups, max_active) entries get CTAs (max_active: a host bound on non-empty groups, e.g. T x k + 1), else
-// every group does. max_count: a host bound on counts[e] (e.g. T); small bounds select leaner kernels. The grid
-// depends only on host arguments: graph-safe.
+// min(groups, max_active) entries get CTAs (max_active: a host bound on non-empty groups, e.g. T x k + 1),
+// else every group does. max_count: a host bound on counts[e] (e.g. T); small bounds select leaner kernels.
+// The grid depends only on host arguments: graph-safe.
 void grouped_gemv(const bf16* W, int64_t w_stride, int groups, int N, int K, const bf16* X, int ldx,
-                  const int32_t* slot_token, const int32_t* counts, const int32_t* offsets, const int32_t* active,
-                  int max_active, int max_count, bool swiglu, float alpha, float limit, void* Y, cudaStream_t s);
+                  const int32_t* slot_token, const int32_t* counts, const int32_t* offsets,
+                  const int32_t* active, int max_active, int max_count, bool swiglu, float alpha, float limit,
+                  void* Y, cudaStream_t s);
 // act [rows, I] bf16 = SwiGLU-OAI of the interleaved fp32 GEMM output [rows, 2I].
 void swiglu_interleaved(const float* gate_up, int64_t rows, int I, float alpha, float limit, bf16* act,
                         cudaStream_t s);
-// Grouped rows for per-expert GEMMs: xs[slot(p)] = x[p / k] for every pair p, slot = offsets[e] + rank[p]
-// (compact; offsets non-null) or e x cap + rank[p] (padded). H % 8 == 0.
-void moe_gather(const bf16* x, const int32_t* ids, const int32_t* rank, const int32_t* offsets, int cap, int T,
-                int k, int H, bf16* xs, cudaStream_t s);
-// out[t] = scale x sum over t's experts (ascending id) of w x y[slot] + shared_row(t); slot = offsets[e] +
-// rank (compact; offsets non-null) or e x cap + rank (padded). shared_row(t) = shared[t] when shared is
-// non-null, else y[offsets[E] + t] (the shared expert computed as group E). k <= 16.
-void moe_combine(const float* y, const int32_t* ids, const float* w, const int32_t* rank, const int32_t* offsets,
-                 int cap, int T, int k, int H, float scale, const float* shared, int E, float* out,
-                 cudaStream_t s);
+// Rows for per-expert GEMMs: xs[offsets[e] + rank[p]] = x[p / k] for every pair p of expert e (moe_group's
+// compact layout). H % 8 == 0.
+void moe_gather(const bf16* x, const int32_t* ids, const int32_t* rank, const int32_t* offsets, int T, int k,
+                int H, bf16* xs, cudaStream_t s);
+// out[t] = scale x sum over t's experts (ascending id) of w x y[offsets[e] + rank] + shared_row(t);
+// shared_row(t) = shared[t] when shared is non-null, else y[offsets[E] + t] (the shared expert computed as
+// group E). k <= 16.
+void moe_combine(const float* y, const int32_t* ids, const float* w, const int32_t* rank,
+                 const int32_t* offsets, int T, int k, int H, float scale, const float* shared, int E,
+                 float* out, cudaStream_t s);
 
 }  // namespace m3::cuda

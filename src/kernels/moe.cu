@@ -1,8 +1,8 @@
 // MoE and MLP kernels: sigmoid routing with the correction bias, stable grouping of (token, expert) pairs by
 // expert on the device, a grouped tensor-core GEMV for small batches (each expert's weight slab is read once
 // for all its tokens; graph-safe: empty experts exit), SwiGLU-OAI on the 8-row interleaved gate/up layout,
-// the padded gather for batched GEMMs, and the routed combine (experts summed in ascending id order like the
-// reference).
+// the gather of each expert's rows for per-expert GEMMs, and the routed combine (experts summed in ascending
+// id order like the reference).
 #include <algorithm>
 #include <cfloat>
 
@@ -236,18 +236,18 @@ __global__ void swiglu_interleaved_kernel(const float* gu, int64_t rows, int I, 
   }
 }
 
+// The compact slot of pair p (moe_group's layout).
 __device__ __forceinline__ int64_t pair_slot(const int32_t* ids, const int32_t* rank, const int32_t* offsets,
-                                             int cap, int p) {
-  const int e = ids[p];
-  return (offsets ? offsets[e] : static_cast<int64_t>(e) * cap) + rank[p];
+                                             int p) {
+  return static_cast<int64_t>(offsets[ids[p]]) + rank[p];
 }
 
 // One CTA per pair: xs[slot(p)] = x[p / k] (bf16 rows, 16-byte copies).
 __global__ void gather_kernel(const bf16* x, const int32_t* ids, const int32_t* rank, const int32_t* offsets,
-                              int cap, int k, int H, bf16* xs) {
+                              int k, int H, bf16* xs) {
   const int p = blockIdx.x;
   const uint4* src = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(p / k) * H);
-  uint4* dst = reinterpret_cast<uint4*>(xs + pair_slot(ids, rank, offsets, cap, p) * H);
+  uint4* dst = reinterpret_cast<uint4*>(xs + pair_slot(ids, rank, offsets, p) * H);
   for (int i = threadIdx.x; i < H / 8; i += blockDim.x) dst[i] = src[i];
 }
 
@@ -255,7 +255,7 @@ __global__ void gather_kernel(const bf16* x, const int32_t* ids, const int32_t* 
 // width chunks of 1024), 4 columns per thread.
 __global__ void combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ ids,
                                const float* __restrict__ w, const int32_t* __restrict__ rank,
-                               const int32_t* __restrict__ offsets, int cap, int k, int H, float scale,
+                               const int32_t* __restrict__ offsets, int k, int H, float scale,
                                const float* shared, int E, float* out) {
   const int t = blockIdx.x;
   int order[16];
@@ -270,7 +270,7 @@ __global__ void combine_kernel(const float* __restrict__ y, const int32_t* __res
   float wt[16];
   for (int i = 0; i < k; ++i) {
     const int p = t * k + order[i];
-    rows[i] = y + pair_slot(ids, rank, offsets, cap, p) * H;
+    rows[i] = y + pair_slot(ids, rank, offsets, p) * H;
     wt[i] = w[p];
   }
   const float* sh =
@@ -351,17 +351,17 @@ void swiglu_interleaved(const float* gate_up, int64_t rows, int I, float alpha, 
     swiglu_interleaved_kernel<<<grid_for(rows * I, 256), 256, 0, s>>>(gate_up, rows, I, alpha, limit, act);
 }
 
-void moe_gather(const bf16* x, const int32_t* ids, const int32_t* rank, const int32_t* offsets, int cap,
-                int T, int k, int H, bf16* xs, cudaStream_t s) {
-  if (T > 0) gather_kernel<<<T * k, 128, 0, s>>>(x, ids, rank, offsets, cap, k, H, xs);
+void moe_gather(const bf16* x, const int32_t* ids, const int32_t* rank, const int32_t* offsets, int T, int k,
+                int H, bf16* xs, cudaStream_t s) {
+  if (T > 0) gather_kernel<<<T * k, 128, 0, s>>>(x, ids, rank, offsets, k, H, xs);
 }
 
 void moe_combine(const float* y, const int32_t* ids, const float* w, const int32_t* rank,
-                 const int32_t* offsets, int cap, int T, int k, int H, float scale, const float* shared,
-                 int E, float* out, cudaStream_t s) {
+                 const int32_t* offsets, int T, int k, int H, float scale, const float* shared, int E,
+                 float* out, cudaStream_t s) {
   if (T > 0)
-    combine_kernel<<<dim3(T, (H + 1023) / 1024), 256, 0, s>>>(y, ids, w, rank, offsets, cap, k, H, scale,
-                                                              shared, E, out);
+    combine_kernel<<<dim3(T, (H + 1023) / 1024), 256, 0, s>>>(y, ids, w, rank, offsets, k, H, scale, shared,
+                                                              E, out);
 }
 
 }  // namespace m3::cuda

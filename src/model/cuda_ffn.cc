@@ -67,7 +67,7 @@ void CudaModel::Impl::moe(const Layer& L, const bf16* x, const float* x32, int T
                        max_active, T, true, c.swiglu_alpha, c.swiglu_limit, act, stream);
     cuda::grouped_gemv(L.exp_w2, int64_t(H) * I, G, H, I, act, I, nullptr, counts, offsets, active,
                        max_active, T, false, 0, 0, y, stream);
-    cuda::moe_combine(y, ids, w, rank, offsets, 0, T, K, H, c.routed_scaling_factor, shared, E, out, stream);
+    cuda::moe_combine(y, ids, w, rank, offsets, T, K, H, c.routed_scaling_factor, shared, E, out, stream);
     return;
   }
   // Large batch: one host read of the expert loads, then one GEMM per non-empty expert over its compact rows
@@ -80,7 +80,7 @@ void CudaModel::Impl::moe(const Layer& L, const bf16* x, const float* x32, int T
   float* gu = buf<float>("moe.gu", slots * 2 * I);
   bf16* act = buf<bf16>("moe.act", slots * I);
   float* y = buf<float>("moe.y", slots * H);
-  cuda::moe_gather(x, ids, rank, offsets, 0, T, K, H, xs, stream);
+  cuda::moe_gather(x, ids, rank, offsets, T, K, H, xs, stream);
   for (int e = 0, off = 0; e < E; off += hc[e++])
     if (hc[e] > 0)
       gemm(xs + size_t(off) * H, hc[e], H, L.exp_w13 + size_t(e) * 2 * I * H, 2 * I,
@@ -89,7 +89,7 @@ void CudaModel::Impl::moe(const Layer& L, const bf16* x, const float* x32, int T
   for (int e = 0, off = 0; e < E; off += hc[e++])
     if (hc[e] > 0)
       gemm(act + size_t(off) * I, hc[e], I, L.exp_w2 + size_t(e) * H * I, H, y + size_t(off) * H);
-  cuda::moe_combine(y, ids, w, rank, offsets, 0, T, K, H, c.routed_scaling_factor, shared, E, out, stream);
+  cuda::moe_combine(y, ids, w, rank, offsets, T, K, H, c.routed_scaling_factor, shared, E, out, stream);
 }
 
 }  // namespace m3

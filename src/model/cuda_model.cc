@@ -76,12 +76,10 @@ void enqueue_step(CudaModel::Impl& m, const ModelConfig& c, const StepArgs& a, c
             topk = c.msa.topk_blocks;
   const cuda::TokenMeta& meta = a.meta;
   cudaStream_t s = m.stream;
-  int max_n_in = 0;
-  for (const auto& L : m.layers) max_n_in = std::max(max_n_in, L.n_in);
   float* h = m.buf<float>("h", size_t(T) * H);
   bf16* x = m.buf<bf16>("x", size_t(T) * H);
   float* x32 = m.buf<float>("x32", size_t(T) * H);
-  float* proj = m.buf<float>("proj", size_t(T) * max_n_in);
+  float* proj = m.buf<float>("proj", size_t(T) * m.max_n_in);
   float* q = m.buf<float>("q", size_t(T) * Hq * D);
   float* k = m.buf<float>("k", size_t(T) * Hkv * D);
   bf16* attn = m.buf<bf16>("attn", size_t(T) * Hq * D);
@@ -135,7 +133,7 @@ void enqueue_step(CudaModel::Impl& m, const ModelConfig& c, const StepArgs& a, c
       float* scores = m.buf<float>("msa.scores", size_t(T) * Hi * a.score_stride);
       sel = m.buf<int32_t>("msa.sel", size_t(T) * Hi * topk);
       cuda::msa_block_scores(iq, L.idx_cache, meta, T, Hi, Di, P, a.score_stride, scores, s,
-                             Hi <= 8 ? a.max_tokens_per_seq : 0);  // the decode path takes <= 8 heads
+                             a.max_tokens_per_seq);
       cuda::msa_select(scores, meta, T, Hi, a.score_stride, P, topk, c.msa.local_blocks, c.msa.init_blocks,
                        sel, s);
       if (options.trace_msa) {

@@ -60,6 +60,7 @@ struct CudaModel::Impl {
   float* inv_freq = nullptr;
   std::vector<Layer> layers;
   bool shared_fused = false;  // shared expert stored as group E of the expert slabs
+  int max_n_in = 0;           // widest fused input projection over the layers
   std::map<std::string, std::pair<void*, size_t>> scratch;  // name -> (pointer, bytes)
   uint64_t scratch_generation = 0;  // bumped whenever a scratch buffer moves (captured graphs go stale)
   int min_score_stride = 0;         // profile run: size MSA score rows for the longest context

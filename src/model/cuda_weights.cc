@@ -69,6 +69,7 @@ void CudaModel::Impl::load_weights(const Checkpoint* ckpt, uint64_t random_seed)
   for (int l = 0; l < c.num_layers; ++l) {  // the fused allocations
     Layer& L = layers[l];
     L.n_in = (Hq + 2 * Hkv) * D + (c.sparse_attention[l] ? Hi * Di + Di : 0);
+    max_n_in = std::max(max_n_in, L.n_in);
     L.w_in = own<bf16>(size_t(L.n_in) * H);
     if (c.moe[l]) {
       const int G = E + (shared_fused ? 1 : 0);
