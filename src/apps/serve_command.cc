@@ -7,12 +7,14 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "apps/generation_input.h"
 #include "apps/serve_options.h"
+#include "apps/stats_logger.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "server/api_server.h"
@@ -99,6 +101,10 @@ int run_serve(ServeConfig& cfg) {
   log_info("ready: serving '", cfg.server.served_model_names[0], "' from ", cfg.model_dir, " on ",
            ctx->engine->config().num_layers, " layers");
 
+  std::optional<StatsLogger> stats;
+  if (!cfg.disable_log_stats)
+    stats.emplace(*ctx->engine, std::chrono::milliseconds(static_cast<int64_t>(cfg.log_stats_interval_s * 1000)));
+
   int sig = 0;
   sigwait(&signals, &sig);
   log_info("signal ", sig, ": draining (up to ", cfg.server.shutdown_timeout_s, " s for in-flight requests)");
@@ -115,6 +121,7 @@ int run_serve(ServeConfig& cfg) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   if (ctx->engine->in_flight() > 0)
     log_warn("aborting ", ctx->engine->in_flight(), " request(s) at shutdown");
+  stats.reset();
   ctx->engine->stop();  // aborts what is left; their streams end with finish_reason "abort"
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let handlers write their last events
   server.stop();

@@ -62,6 +62,10 @@ void add_serve_flags(CLI::App& cmd, ServeConfig& c) {
                  "auto | safetensors | dummy (cuda: random weights generated on the device, for benchmarks)");
   cmd.add_flag("--enforce-eager,--disable-cuda-graph", c.enforce_eager,
                "cuda: run decode steps eagerly instead of replaying CUDA graphs");
+  cmd.add_flag("--disable-log-stats", c.disable_log_stats, "do not log engine statistics periodically");
+  cmd.add_option("--log-stats-interval", c.log_stats_interval_s,
+                 "seconds between engine statistics lines (throughput, running / waiting, KV usage)")
+      ->check(CLI::Range(0.05, 86400.0));
   cmd.add_option("--scripted-responses", c.scripted_responses,
                  "testing: emit scripted outputs instead of running the model")
       ->check(CLI::ExistingFile);

@@ -35,6 +35,8 @@ struct ServeConfig {
   bool enforce_eager = false;  // cuda: no CUDA graphs for decode steps
   std::string load_format = "auto";  // auto | safetensors | dummy (random weights on the device)
   size_t max_pending = 4096;
+  bool disable_log_stats = false;
+  double log_stats_interval_s = 10;  // the engine statistics line, as vLLM's
   std::string
       scripted_responses;  // testing: --scripted-responses FILE replaces the model (device "scripted")
   std::vector<std::string> ignored_flags;  // accepted peer flags with no effect here

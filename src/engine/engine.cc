@@ -2,6 +2,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <random>
 
@@ -148,6 +149,12 @@ int32_t Engine::sample_on_host(Active& a, float* logits, int32_t vocab,
 }
 
 std::vector<TokenEvent> Engine::step() {
+  const auto t0 = std::chrono::steady_clock::now();
+  struct AddElapsed {  // every return path counts the step's time
+    std::chrono::steady_clock::time_point t0;
+    double* total;
+    ~AddElapsed() { *total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+  } add_elapsed{t0, &counters_.step_seconds};
   StepPlan plan = sched_.schedule();
   std::vector<TokenEvent> events;
   counters_.preemptions += static_cast<int64_t>(plan.preempted.size());

@@ -54,6 +54,7 @@ struct EngineStats {
   int64_t generated_tokens = 0;
   int64_t preemptions = 0;
   int64_t steps = 0;
+  double step_seconds = 0;  // wall time spent inside step(), scheduling and sampling included
 };
 
 class Engine {

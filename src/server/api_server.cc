@@ -4,6 +4,8 @@
 
 #include <httplib.h>
 
+#include <sys/socket.h>
+
 #include <chrono>
 
 #include "common/log.h"
@@ -30,6 +32,16 @@ ApiServer::ApiServer(ServerOptions options)
   http_->set_read_timeout(60, 0);
   http_->set_write_timeout(60, 0);
   http_->set_keep_alive_max_count(1000);
+  // Debian's cpp-httplib is a compiled library whose listen() uses a backlog of 5, so a burst of connections
+  // (a benchmark's or an agent's fan-out) overflows the accept queue and clients sit in SYN retransmission
+  // back-off for seconds to minutes. The listening socket is remembered here and bind() re-listens on it
+  // with a real backlog. SO_REUSEADDR only (httplib's default adds SO_REUSEPORT, which would let a second
+  // server silently share the port instead of failing with "address in use").
+  http_->set_socket_options([this](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_socket_ = sock;
+  });
   http_->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;  // a route already wrote its error
     if (res.status == 404) {        // a known path with another method: 405 naming the allowed ones
@@ -84,9 +96,11 @@ bool ApiServer::bind() {
     int p = http_->bind_to_any_port(opt_.host);
     if (p <= 0) return false;
     opt_.port = p;
-    return true;
+  } else if (!http_->bind_to_port(opt_.host, opt_.port)) {
+    return false;
   }
-  return http_->bind_to_port(opt_.host, opt_.port);
+  // Linux updates the backlog of a socket that is already listening (capped by net.core.somaxconn).
+  return ::listen(listen_socket_, kListenBacklog) == 0;
 }
 
 int ApiServer::port() const {
@@ -172,14 +186,16 @@ void ApiServer::add_route(const char* method, const std::string& pattern, Shape 
     } catch (const std::exception& e) {
       send_error(res, api_error(500, std::string("internal error: ") + e.what()), shape);
     }
-    metrics_->http_response(res.status);
+    // cpp-httplib fills in 200 after the handler when a route left the status unset (streamed responses).
+    const int status = res.status == -1 ? 200 : res.status;
+    metrics_->http_response(status);
     // Access log: for streamed responses the status and time are those of the response head (first byte).
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     log_fields(LogLevel::kInfo, "http",
                {{"method", req.method},
                 {"path", req.path},
-                {"status", std::to_string(res.status)},
+                {"status", std::to_string(status)},
                 {"ms", std::to_string(static_cast<int64_t>(ms))},
                 {"client", req.remote_addr},
                 {"request_id", request_id}});

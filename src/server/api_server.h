@@ -83,6 +83,9 @@ class ApiServer {
  private:
   bool authorized(const httplib::Request& req) const;
 
+  static constexpr int kListenBacklog = 4096;
+  int listen_socket_ = -1;  // set while binding
+
   ServerOptions opt_;
   std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<Metrics> metrics_;

@@ -23,6 +23,7 @@ export const M3 = required('M3_BINARY');
 export const REPO = required('M3_REPO_ROOT');
 export const WORK = process.env.M3_E2E_WORKDIR || path.join(os.tmpdir(), 'm3-e2e-server');
 export const MODEL_NAME = 'minimax-m3';
+const LOG_DIR = process.env.M3_E2E_LOG_DIR;  // when set, each server's output is written there on exit
 if (!fs.existsSync(M3)) throw new Error(`M3_BINARY ${M3} does not exist: build the m3 target first`);
 
 // The official clients, installed by `make deps` (npm ci in tests/e2e/server). A missing install is an error.
@@ -110,6 +111,12 @@ export class Server {
     this.exit = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
     proc.stdout.on('data', (d) => { this.output += d; });
     proc.stderr.on('data', (d) => { this.output += d; });
+    if (LOG_DIR) {  // keep every server's output for post-mortems (a failed assertion shows only its own)
+      this.exit.then(() => {
+        fs.mkdirSync(LOG_DIR, { recursive: true });
+        fs.writeFileSync(path.join(LOG_DIR, `server-${process.pid}-${port}.log`), this.output);
+      });
+    }
   }
   running() { return this.proc.exitCode === null && this.proc.signalCode === null; }
   // Ends the server with `signal` and returns {code, signal}; SIGKILL after `timeoutMs`.
