@@ -44,15 +44,16 @@ void StatsLogger::loop() {
     if (!idle && dt > 0) {
       const double usage =
           now.kv_pages_total ? 100.0 * (now.kv_pages_total - now.kv_pages_free) / now.kv_pages_total : 0.0;
-      log_fields(LogLevel::kInfo, "engine",
-                 {{"prompt_throughput_tok_s", fixed((now.prompt_tokens - last.prompt_tokens) / dt, 1)},
-                  {"generation_throughput_tok_s", fixed((now.generated_tokens - last.generated_tokens) / dt, 1)},
-                  {"running", std::to_string(now.running)},
-                  {"waiting", std::to_string(now.waiting)},
-                  {"kv_cache_usage_pct", fixed(usage, 1)},
-                  {"steps_per_s", fixed(steps / dt, 1)},
-                  {"mean_step_ms", fixed(steps ? 1e3 * (now.step_seconds - last.step_seconds) / steps : 0.0, 2)},
-                  {"preemptions", std::to_string(now.preemptions - last.preemptions)}});
+      log_fields(
+          LogLevel::kInfo, "engine",
+          {{"prompt_throughput_tok_s", fixed((now.prompt_tokens - last.prompt_tokens) / dt, 1)},
+           {"generation_throughput_tok_s", fixed((now.generated_tokens - last.generated_tokens) / dt, 1)},
+           {"running", std::to_string(now.running)},
+           {"waiting", std::to_string(now.waiting)},
+           {"kv_cache_usage_pct", fixed(usage, 1)},
+           {"steps_per_s", fixed(steps / dt, 1)},
+           {"mean_step_ms", fixed(steps ? 1e3 * (now.step_seconds - last.step_seconds) / steps : 0.0, 2)},
+           {"preemptions", std::to_string(now.preemptions - last.preemptions)}});
     }
     last = now;
     last_time = t;

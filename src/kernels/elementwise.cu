@@ -1,5 +1,9 @@
-// Row-wise and element-wise kernels: embedding, Gemma RMSNorm, head norm + RoPE, page writes, conversions and
-// row gathers. One block per row where a reduction is needed; grid-stride loops elsewhere.
+// Row-wise and element-wise kernels: embedding, Gemma RMSNorm, the attention input's head preparation (norm,
+// RoPE, page writes), row gathers. One block per row where a reduction is needed; grid-stride loops
+// elsewhere.
+#include <string>
+
+#include "common/error.h"
 #include "common/random_init.h"
 #include "kernels/kernels.h"
 #include "kernels/paged.cuh"
@@ -106,41 +110,61 @@ __global__ void rms_norm_kernel(float* __restrict__ x, const float* __restrict__
   }
 }
 
-// One warp per (token, head).
-__global__ void head_norm_rope_kernel(const float* x, int64_t ldx, float* y, const bf16* w,
-                                      const float* inv_freq, const int32_t* pos, int T, int heads, int dim,
-                                      int rotary, float eps) {
-  const int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
-  if (warp >= T * heads) return;
-  const int t = warp / heads;
-  const float* u = x + t * ldx + static_cast<int64_t>(warp % heads) * dim;
-  float* v = y + static_cast<int64_t>(warp) * dim;
-  float ss = 0;
-  for (int i = lane; i < dim; i += 32) ss += u[i] * u[i];
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffff, ss, o);
-  const float inv = rsqrtf(ss / dim + eps);
-  for (int i = lane; i < dim; i += 32) v[i] = u[i] * inv * (1.0f + __bfloat162float(w[i]));
-  __syncwarp();
-  const int half = rotary / 2;
-  const float p = static_cast<float>(pos[t]);
-  for (int i = lane; i < half; i += 32) {
-    const float a = p * inv_freq[i];  // fp32 angle, as the reference computes it
-    double sd, cd;
-    sincos(static_cast<double>(a), &sd, &cd);
-    const float c = static_cast<float>(cd), s = static_cast<float>(sd);
-    const float x0 = v[i], x1 = v[i + half];
-    v[i] = x0 * c - x1 * s;
-    v[i + half] = x1 * c + x0 * s;
-  }
-}
+constexpr int kPrepWarps = kThreads / 32;
 
-__global__ void write_pages_kernel(const float* src, int64_t ld, bf16* cache, TokenMeta m, int width,
-                                   int page_size) {
-  const int t = blockIdx.x;
+// One warp per (token, head) over the segments' heads in order. The head goes through a per-warp shared row:
+// load (and norm), then RoPE on pairs that may sit in other lanes, then the fp32 and / or paged bf16 stores.
+__global__ void prepare_heads_kernel(const float* __restrict__ proj, int64_t ld, HeadPrep prep,
+                                     const float* __restrict__ inv_freq, TokenMeta m, int T, int rotary,
+                                     float eps, int page_size, int heads_per_token) {
+  __shared__ float rows[kPrepWarps][kMaxPrepDim];
+  const int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
+  if (warp >= T * heads_per_token) return;
+  const int t = warp / heads_per_token;
+  int head = warp % heads_per_token;
+  HeadSegment sg = prep.seg[0];
+#pragma unroll
+  for (int g = 0; g < kMaxHeadSegments; ++g) {  // unrolled: no local copy of the parameter array
+    if (head < prep.seg[g].heads) {
+      sg = prep.seg[g];
+      break;
+    }
+    head -= prep.seg[g].heads;
+  }
+  const int dim = sg.dim;
+  const float* u = proj + t * ld + sg.col + static_cast<int64_t>(head) * dim;
+  float* v = rows[threadIdx.x >> 5];
   const int p = m.pos[t];
-  const int page = page_of(m, m.seq[t], p, page_size);
-  bf16* dst = cache + (static_cast<int64_t>(page) * page_size + p % page_size) * width;
-  for (int i = threadIdx.x; i < width; i += blockDim.x) dst[i] = __float2bfloat16(src[t * ld + i]);
+  if (sg.norm) {
+    float ss = 0;
+    for (int i = lane; i < dim; i += 32) ss += u[i] * u[i];
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffff, ss, o);
+    const float inv = rsqrtf(ss / dim + eps);
+    for (int i = lane; i < dim; i += 32) v[i] = u[i] * inv * (1.0f + __bfloat162float(sg.norm[i]));
+    __syncwarp();
+    const int half = rotary / 2;
+    for (int i = lane; i < half; i += 32) {
+      const float a = static_cast<float>(p) * inv_freq[i];  // fp32 angle, as the reference computes it
+      double sd, cd;
+      sincos(static_cast<double>(a), &sd, &cd);
+      const float c = static_cast<float>(cd), sn = static_cast<float>(sd);
+      const float x0 = v[i], x1 = v[i + half];
+      v[i] = x0 * c - x1 * sn;
+      v[i + half] = x1 * c + x0 * sn;
+    }
+  } else {
+    for (int i = lane; i < dim; i += 32) v[i] = u[i];
+  }
+  __syncwarp();
+  if (sg.out) {
+    float* o = sg.out + (static_cast<int64_t>(t) * sg.heads + head) * dim;
+    for (int i = lane; i < dim; i += 32) o[i] = v[i];
+  }
+  if (sg.cache) {
+    const int64_t slot = static_cast<int64_t>(page_of(m, m.seq[t], p, page_size)) * page_size + p % page_size;
+    bf16* c = sg.cache + (slot * sg.heads + head) * dim;
+    for (int i = lane; i < dim; i += 32) c[i] = __float2bfloat16(v[i]);
+  }
 }
 
 __global__ void add_kernel(float* x, const float* y, int64_t n) {
@@ -191,16 +215,24 @@ void add_rms_norm(float* x, const float* delta, const bf16* w, int rows, int dim
                   float* of, cudaStream_t s) {
   if (rows > 0) rms_norm_kernel<<<rows, kThreads, 0, s>>>(x, delta, w, dim, eps, ob, of);
 }
-void head_norm_rope(const float* x, int64_t ldx, float* y, const bf16* w, const float* inv_freq,
-                    const int32_t* pos, int T, int heads, int dim, int rotary, float eps, cudaStream_t s) {
-  const int warps = T * heads;
+void prepare_heads(const float* proj, int64_t ld, const HeadPrep& prep, const float* inv_freq, TokenMeta meta,
+                   int T, int rotary_dim, float eps, int page_size, cudaStream_t s) {
+  int heads = 0;
+  for (int g = 0; g < prep.count; ++g) {
+    const HeadSegment& sg = prep.seg[g];
+    if (sg.dim <= 0 || sg.dim > kMaxPrepDim || (sg.norm && rotary_dim > sg.dim))
+      fail(ErrorKind::kUnsupported, "prepare_heads: head dim " + std::to_string(sg.dim) + " (rotary " +
+                                        std::to_string(rotary_dim) + ") outside 1.." +
+                                        std::to_string(kMaxPrepDim));
+    heads += sg.heads;
+  }
+  if (prep.count > kMaxHeadSegments) fail(ErrorKind::kInvalidArgument, "prepare_heads: too many segments");
+  for (int g = prep.count; g < kMaxHeadSegments; ++g)
+    if (prep.seg[g].heads != 0) fail(ErrorKind::kInvalidArgument, "prepare_heads: heads past count");
+  const int64_t warps = int64_t(T) * heads;
   if (warps > 0)
-    head_norm_rope_kernel<<<(warps * 32 + kThreads - 1) / kThreads, kThreads, 0, s>>>(
-        x, ldx, y, w, inv_freq, pos, T, heads, dim, rotary, eps);
-}
-void write_pages(const float* src, int64_t ld, bf16* cache, TokenMeta m, int T, int width, int page_size,
-                 cudaStream_t s) {
-  if (T > 0) write_pages_kernel<<<T, 128, 0, s>>>(src, ld, cache, m, width, page_size);
+    prepare_heads_kernel<<<static_cast<unsigned>((warps + kPrepWarps - 1) / kPrepWarps), kThreads, 0, s>>>(
+        proj, ld, prep, inv_freq, meta, T, rotary_dim, eps, page_size, heads);
 }
 void add_inplace(float* x, const float* y, int64_t n, cudaStream_t s) {
   if (n > 0) add_kernel<<<grid_for(n), kThreads, 0, s>>>(x, y, n);

@@ -30,14 +30,26 @@ void rms_norm(const float* x, const bf16* w, int rows, int dim, float eps, bf16*
 // The residual add fused with the next norm: x += delta, then rms_norm(x).
 void add_rms_norm(float* x, const float* delta, const bf16* w, int rows, int dim, float eps, bf16* out_bf16,
                   float* out_f32, cudaStream_t s);
-// Per-head Gemma RMSNorm then partial NeoX RoPE: y [T, heads, dim] from x rows [T] of stride ldx (heads x dim
-// at the start of each row; y may equal x when ldx = heads x dim). inv_freq: [rotary_dim / 2].
-void head_norm_rope(const float* x, int64_t ldx, float* y, const bf16* w, const float* inv_freq,
-                    const int32_t* pos, int T, int heads, int dim, int rotary_dim, float eps, cudaStream_t s);
-// Writes rows of src [T] (stride ld, fp32, `width` values each) into paged caches [page][slot][width] as
-// bf16.
-void write_pages(const float* src, int64_t ld, bf16* cache, TokenMeta meta, int T, int width, int page_size,
-                 cudaStream_t s);
+// The heads of an attention layer's input projection, prepared in one launch. Each segment is `heads` heads
+// of `dim` values starting at column `col` of every projection row (fp32, row stride ld): with `norm`, a
+// per-head Gemma RMSNorm then partial NeoX RoPE at the token's position (inv_freq: [rotary_dim / 2]);
+// without, a copy. The result goes to `out` (fp32 [T, heads, dim]) and / or `cache` (bf16 paged
+// [page][slot][heads x dim], the token's slot from meta). dim <= kMaxPrepDim; the segments' heads in order:
+// q, k, v, index q, index k.
+constexpr int kMaxHeadSegments = 5;
+constexpr int kMaxPrepDim = 256;
+struct HeadSegment {
+  int col = 0, heads = 0, dim = 0;
+  const bf16* norm = nullptr;
+  float* out = nullptr;
+  bf16* cache = nullptr;
+};
+struct HeadPrep {
+  HeadSegment seg[kMaxHeadSegments];
+  int count = 0;
+};
+void prepare_heads(const float* proj, int64_t ld, const HeadPrep& prep, const float* inv_freq, TokenMeta meta,
+                   int T, int rotary_dim, float eps, int page_size, cudaStream_t s);
 
 // The MSA kernels launch with programmatic dependent launch: they may read TokenMeta (pos, seq, block table)
 // before the previous kernel in the stream has finished, so no kernel of a step may write TokenMeta (the host
@@ -108,6 +120,14 @@ void moe_route(const float* logits, const float* bias, int T, int experts, int k
 // E <= 256.
 void moe_group(const int32_t* ids, int T, int k, int E, bool shared, int32_t* counts, int32_t* offsets,
                int32_t* rank, int32_t* slot_token, int32_t* active, cudaStream_t s);
+// Small batches, one launch: router logits = x [T, H] (fp32) . router [E, H]^T (fp32 dot products in a fixed
+// order) into `logits` [T, E], then exactly what moe_route and moe_group give on those logits.
+// T <= kRouteGroupMaxTokens, H % 32 == 0. ticket: a device counter that is 0 before the first launch; each
+// launch leaves it 0 (graph-safe; launches sharing one ticket must not overlap).
+constexpr int kRouteGroupMaxTokens = 32;
+void moe_route_group(const float* x, const float* router, const float* bias, int T, int H, int E, int k,
+                     bool shared, float* logits, int32_t* ids, float* w, int32_t* counts, int32_t* offsets,
+                     int32_t* rank, int32_t* slot_token, int32_t* active, unsigned* ticket, cudaStream_t s);
 // For each group e with counts[e] > 0: Y[offsets[e] + i] = W[e] . X[row_i] for i < counts[e], where row_i =
 // slot_token[offsets[e] + i] (or offsets[e] + i when slot_token is null). W: groups x [N, K] bf16 at stride
 // w_stride; X rows bf16 with stride ldx; K % 8 == 0, N % 16 == 0. swiglu: W is interleaved gate/up and Y is

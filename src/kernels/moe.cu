@@ -1,10 +1,11 @@
 // MoE and MLP kernels: sigmoid routing with the correction bias, stable grouping of (token, expert) pairs by
-// expert on the device, a grouped tensor-core GEMV for small batches (each expert's weight slab is read once
-// for all its tokens; graph-safe: empty experts exit), SwiGLU-OAI on the 8-row interleaved gate/up layout,
-// the gather of each expert's rows for per-expert GEMMs, and the routed combine (experts summed in ascending
-// id order like the reference).
+// expert on the device (for small batches fused with the router logits in one launch), a grouped tensor-core
+// GEMV for small batches (each expert's weight slab is read once for all its tokens; graph-safe: empty
+// experts exit), SwiGLU-OAI on the 8-row interleaved gate/up layout, the gather of each expert's rows for
+// per-expert GEMMs, and the routed combine (experts summed in ascending id order like the reference).
 #include <algorithm>
 #include <cfloat>
+#include <string>
 
 #include "common/error.h"
 #include "kernels/kernels.h"
@@ -13,18 +14,17 @@
 namespace m3::cuda {
 namespace {
 
-// One warp per token, lanes over experts (E <= 256: 8 per lane): sigmoid, biased choice, k rounds of a warp
-// argmax (ties to the lower id; NaN choices rank last), weights renormalised over the unbiased scores.
-__global__ void route_kernel(const float* __restrict__ logits, const float* __restrict__ bias, int T, int E,
-                             int k, int32_t* __restrict__ ids, float* __restrict__ w) {
-  const int t = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
-  if (t >= T) return;
-  const float* l = logits + static_cast<int64_t>(t) * E;
+// One token's routing by one warp, lanes over experts (E <= 256: 8 per lane): sigmoid, biased choice, k
+// rounds of a warp argmax (ties to the lower id; NaN choices rank last), weights renormalised over the
+// unbiased scores.
+__device__ void route_token(const float* __restrict__ l, const float* __restrict__ bias, int E, int k,
+                            int32_t* __restrict__ ids, float* __restrict__ w) {
+  const int lane = threadIdx.x & 31;
   float score[8], choice[8];
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const int e = lane + 32 * j;
-    score[j] = e < E ? 1.0f / (1.0f + expf(-l[e])) : 0.0f;
+    score[j] = e < E ? 1.0f / (1.0f + expf(-__ldcg(l + e))) : 0.0f;
     const float c = score[j] + (bias && e < E ? bias[e] : 0.0f);
     choice[j] = e < E && c == c ? c : -INFINITY;
   }
@@ -57,21 +57,25 @@ __global__ void route_kernel(const float* __restrict__ logits, const float* __re
     total += s_best;
   }
   if (lane == 0)
-    for (int r = 0; r < k; ++r) {
-      ids[static_cast<int64_t>(t) * k + r] = chosen[r];
-      w[static_cast<int64_t>(t) * k + r] = chosen_w[r] / total;
-    }
+    for (int r = 0; r < k; ++r) ids[r] = chosen[r], w[r] = chosen_w[r] / total;
+}
+
+__global__ void route_kernel(const float* __restrict__ logits, const float* __restrict__ bias, int T, int E,
+                             int k, int32_t* __restrict__ ids, float* __restrict__ w) {
+  const int t = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  if (t < T)
+    route_token(logits + static_cast<int64_t>(t) * E, bias, E, k, ids + static_cast<int64_t>(t) * k,
+                w + static_cast<int64_t>(t) * k);
 }
 
 constexpr int kGroupThreads = 1024;
 
-// One CTA: a stable counting sort of the pairs by expert, 1024 pairs at a time. Per chunk each warp counts
-// its lanes per expert (match_any), the per-(warp, expert) counts become exclusive bases, and a pair's rank
-// is its warp's base plus its rank among equal lanes. Dynamic smem: base[32][E] + total[E] ints.
-__global__ void __launch_bounds__(kGroupThreads)
-    group_kernel(const int32_t* ids, int pairs, int k, int E, int T, bool shared, int32_t* counts,
-                 int32_t* offsets, int32_t* rank, int32_t* slot_token, int32_t* active) {
-  extern __shared__ int32_t smem[];
+// A stable counting sort of the pairs by expert by one CTA of kGroupThreads, 1024 pairs at a time. Per chunk
+// each warp counts its lanes per expert (match_any), the per-(warp, expert) counts become exclusive bases,
+// and a pair's rank is its warp's base plus its rank among equal lanes. smem: base[32][E] + total[E] ints.
+__device__ void group_pairs(const int32_t* ids, int pairs, int k, int E, int T, bool shared, int32_t* counts,
+                            int32_t* offsets, int32_t* rank, int32_t* slot_token, int32_t* active,
+                            int32_t* smem) {
   int32_t* base = smem;            // [32][E]
   int32_t* total = smem + 32 * E;  // [E]
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -117,6 +121,75 @@ __global__ void __launch_bounds__(kGroupThreads)
   for (int p = tid; p < pairs; p += kGroupThreads) slot_token[offsets[ids[p]] + rank[p]] = p / k;
   if (shared)
     for (int t = tid; t < T; t += kGroupThreads) slot_token[offsets[E] + t] = t;
+}
+
+__global__ void __launch_bounds__(kGroupThreads)
+    group_kernel(const int32_t* ids, int pairs, int k, int E, int T, bool shared, int32_t* counts,
+                 int32_t* offsets, int32_t* rank, int32_t* slot_token, int32_t* active) {
+  extern __shared__ int32_t smem[];
+  group_pairs(ids, pairs, k, E, T, shared, counts, offsets, rank, slot_token, active, smem);
+}
+
+constexpr int kRouterExpertsPerCta = 4;
+constexpr int kRouterWarpsPerExpert = kGroupThreads / 32 / kRouterExpertsPerCta;
+
+// Router logits, routing and grouping of a small batch in one launch. CTA b computes the fp32 logits of
+// experts 4b..4b+3 for every token (8 warps per expert over slices of H, summed in warp order); the last CTA
+// to finish (a ticket, reset by that CTA for the next launch) routes one token per warp and groups the pairs.
+// smem: max(33 E ints, partial sums [32 warps][T] floats).
+__global__ void __launch_bounds__(kGroupThreads)
+    route_group_kernel(const float* __restrict__ x, const float* __restrict__ router, const float* bias,
+                       int T, int H, int E, int k, bool shared, float* logits, int32_t* ids, float* w,
+                       int32_t* counts, int32_t* offsets, int32_t* rank, int32_t* slot_token, int32_t* active,
+                       unsigned* ticket) {
+  extern __shared__ int32_t smem[];
+  float* part = reinterpret_cast<float*>(smem);  // [32 warps][T]
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int e = blockIdx.x * kRouterExpertsPerCta + warp / kRouterWarpsPerExpert;
+  const int slice = warp % kRouterWarpsPerExpert, len = H / kRouterWarpsPerExpert;  // H % 256 == 0
+  float acc[kRouteGroupMaxTokens];
+#pragma unroll
+  for (int t = 0; t < kRouteGroupMaxTokens; ++t) acc[t] = 0.0f;
+  if (e < E) {
+    const float* wr = router + static_cast<int64_t>(e) * H + slice * len;
+    for (int i = lane * 4; i < len; i += 128) {
+      const float4 wv = *reinterpret_cast<const float4*>(wr + i);
+#pragma unroll
+      for (int t = 0; t < kRouteGroupMaxTokens; ++t) {
+        if (t >= T) break;
+        const float4 xv = *reinterpret_cast<const float4*>(x + static_cast<int64_t>(t) * H + slice * len + i);
+        acc[t] += wv.x * xv.x + wv.y * xv.y + wv.z * xv.z + wv.w * xv.w;
+      }
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kRouteGroupMaxTokens; ++t) {
+    if (t >= T) break;
+    float v = acc[t];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+    if (lane == 0) part[warp * T + t] = v;
+  }
+  __syncthreads();
+  for (int i = tid; i < kRouterExpertsPerCta * T; i += kGroupThreads) {
+    const int le = i / T, t = i % T, ee = blockIdx.x * kRouterExpertsPerCta + le;
+    if (ee >= E) continue;
+    float v = 0;
+    for (int sl = 0; sl < kRouterWarpsPerExpert; ++sl) v += part[(le * kRouterWarpsPerExpert + sl) * T + t];
+    logits[static_cast<int64_t>(t) * E + ee] = v;
+  }
+  __threadfence();
+  __syncthreads();
+  __shared__ bool last;
+  if (tid == 0) last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int t = warp; t < T; t += kGroupThreads / 32)
+    route_token(logits + static_cast<int64_t>(t) * E, bias, E, k, ids + static_cast<int64_t>(t) * k,
+                w + static_cast<int64_t>(t) * k);
+  __syncthreads();
+  group_pairs(ids, T * k, k, E, T, shared, counts, offsets, rank, slot_token, active, smem);
+  if (tid == 0) *ticket = 0;
 }
 
 __device__ __forceinline__ float swiglu_oai(float gate, float up, float alpha, float limit) {
@@ -313,6 +386,19 @@ void moe_group(const int32_t* ids, int T, int k, int E, bool shared, int32_t* co
   const size_t smem = 33 * size_t(E) * sizeof(int32_t);
   group_kernel<<<1, kGroupThreads, smem, s>>>(ids, T * k, k, E, T, shared, counts, offsets, rank, slot_token,
                                               active);
+}
+
+void moe_route_group(const float* x, const float* router, const float* bias, int T, int H, int E, int k,
+                     bool shared, float* logits, int32_t* ids, float* w, int32_t* counts, int32_t* offsets,
+                     int32_t* rank, int32_t* slot_token, int32_t* active, unsigned* ticket, cudaStream_t s) {
+  if (E > 256 || k > 16) fail(ErrorKind::kUnsupported, "moe_route_group: at most 256 experts and top-16");
+  if (T > kRouteGroupMaxTokens || H % (kRouterWarpsPerExpert * 4) != 0)
+    fail(ErrorKind::kUnsupported, "moe_route_group: T <= " + std::to_string(kRouteGroupMaxTokens) +
+                                      " and H a multiple of " + std::to_string(kRouterWarpsPerExpert * 4));
+  if (T <= 0) return;
+  const size_t smem = std::max<size_t>(33 * size_t(E), size_t(32) * T) * sizeof(int32_t);
+  route_group_kernel<<<(E + kRouterExpertsPerCta - 1) / kRouterExpertsPerCta, kGroupThreads, smem, s>>>(
+      x, router, bias, T, H, E, k, shared, logits, ids, w, counts, offsets, rank, slot_token, active, ticket);
 }
 
 void grouped_gemv(const bf16* W, int64_t w_stride, int groups, int N, int K, const bf16* X, int ldx,

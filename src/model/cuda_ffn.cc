@@ -1,9 +1,9 @@
-// FFN of the CUDA backend. Dense MLP: one fused gate/up GEMM, SwiGLU-OAI, down GEMM. MoE: fp32 router GEMM,
-// routing and grouping by expert on the device; small batches run every active expert (and the shared expert,
-// as one more group when its width matches) through the grouped GEMV without a host sync; large batches read
-// the expert loads back once and run one cuBLAS GEMM per non-empty expert over its compact rows. The combine
-// sums experts in ascending id order, times routed_scaling_factor, plus the shared expert, as the reference
-// does.
+// FFN of the CUDA backend. Dense MLP: one fused gate/up GEMM, SwiGLU-OAI, down GEMM. MoE: fp32 router logits,
+// routing and grouping by expert on the device (one launch for up to 32 tokens); small batches run every
+// active expert (and the shared expert, as one more group when its width matches) through the grouped GEMV
+// without a host sync; large batches read the expert loads back once and run one cuBLAS GEMM per non-empty
+// expert over its compact rows. The combine sums experts in ascending id order, times routed_scaling_factor,
+// plus the shared expert, as the reference does.
 #include <algorithm>
 
 #include "model/cuda_model_impl.h"
@@ -23,11 +23,27 @@ void CudaModel::Impl::mlp(const bf16* x, int T, const bf16* w13, const bf16* w2,
 void CudaModel::Impl::moe(const Layer& L, const bf16* x, const float* x32, int T, float* out,
                           std::vector<std::vector<int32_t>>* trace) {
   const int H = c.hidden_size, E = c.num_experts, K = c.experts_per_token, I = c.expert_intermediate_size;
+  const bool small = T <= kGemvMaxTokens;
+  // The shared expert rides along as one more group while all tokens fit one GEMV pass (32); beyond that a
+  // dense GEMM reads its weights once.
+  const bool shared_group = small && shared_fused && T <= 32;
+  const int G = E + (shared_group ? 1 : 0);
   float* logits = buf<float>("router", size_t(T) * E);
-  gemm_f32(x32, T, H, L.router, E, logits);
   int32_t* ids = buf<int32_t>("route.ids", size_t(T) * K);
   float* w = buf<float>("route.w", size_t(T) * K);
-  cuda::moe_route(logits, L.router_bias, T, E, K, ids, w, stream);
+  int32_t* counts = buf<int32_t>("moe.counts", G);
+  int32_t* offsets = buf<int32_t>("moe.offsets", G + 1);
+  int32_t* rank = buf<int32_t>("moe.rank", size_t(T) * K);
+  int32_t* slot_token = buf<int32_t>("moe.slot_token", size_t(T) * (K + 1));
+  int32_t* active = buf<int32_t>("moe.active", G);
+  if (T <= cuda::kRouteGroupMaxTokens && H % 32 == 0) {  // router, routing and grouping in one launch
+    cuda::moe_route_group(x32, L.router, L.router_bias, T, H, E, K, shared_group, logits, ids, w, counts,
+                          offsets, rank, slot_token, active, route_ticket, stream);
+  } else {
+    gemm_f32(x32, T, H, L.router, E, logits);
+    cuda::moe_route(logits, L.router_bias, T, E, K, ids, w, stream);
+    cuda::moe_group(ids, T, K, E, shared_group, counts, offsets, rank, slot_token, active, stream);
+  }
   if (trace) {
     std::vector<int32_t> h(size_t(T) * K);
     M3_CUDA_CHECK(cudaMemcpyAsync(h.data(), ids, h.size() * 4, cudaMemcpyDeviceToHost, stream));
@@ -37,17 +53,6 @@ void CudaModel::Impl::moe(const Layer& L, const bf16* x, const float* x32, int T
       std::sort((*trace)[t].begin(), (*trace)[t].end());
     }
   }
-  const bool small = T <= kGemvMaxTokens;
-  // The shared expert rides along as one more group while all tokens fit one GEMV pass (32); beyond that a
-  // dense GEMM reads its weights once.
-  const bool shared_group = small && shared_fused && T <= 32;
-  const int G = E + (shared_group ? 1 : 0);
-  int32_t* counts = buf<int32_t>("moe.counts", G);
-  int32_t* offsets = buf<int32_t>("moe.offsets", G + 1);
-  int32_t* rank = buf<int32_t>("moe.rank", size_t(T) * K);
-  int32_t* slot_token = buf<int32_t>("moe.slot_token", size_t(T) * (K + 1));
-  int32_t* active = buf<int32_t>("moe.active", G);
-  cuda::moe_group(ids, T, K, E, shared_group, counts, offsets, rank, slot_token, active, stream);
 
   const float* shared = nullptr;
   if (!shared_group) {

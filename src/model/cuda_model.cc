@@ -81,7 +81,6 @@ void enqueue_step(CudaModel::Impl& m, const ModelConfig& c, const StepArgs& a, c
   float* x32 = m.buf<float>("x32", size_t(T) * H);
   float* proj = m.buf<float>("proj", size_t(T) * m.max_n_in);
   float* q = m.buf<float>("q", size_t(T) * Hq * D);
-  float* k = m.buf<float>("k", size_t(T) * Hkv * D);
   bf16* attn = m.buf<bf16>("attn", size_t(T) * Hq * D);
   size_t ws_floats = 0;
   for (bool sparse : {false, true})
@@ -113,23 +112,24 @@ void enqueue_step(CudaModel::Impl& m, const ModelConfig& c, const StepArgs& a, c
       cuda::add_rms_norm(h, delta, L.in_norm, T, H, c.rms_norm_eps, x, nullptr, s);
     if (l > 0) trace();
     m.gemm(x, T, H, L.w_in, L.n_in, proj);
-    const int64_t ld = L.n_in;
-    cuda::head_norm_rope(proj, ld, q, L.q_norm, m.inv_freq, meta.pos, T, Hq, D, c.rotary_dim, c.rms_norm_eps,
-                         s);
-    cuda::head_norm_rope(proj + size_t(Hq) * D, ld, k, L.k_norm, m.inv_freq, meta.pos, T, Hkv, D,
-                         c.rotary_dim, c.rms_norm_eps, s);
-    cuda::write_pages(k, int64_t(Hkv) * D, L.k_cache, meta, T, Hkv * D, P, s);
-    cuda::write_pages(proj + size_t(Hq + Hkv) * D, ld, L.v_cache, meta, T, Hkv * D, P, s);
+    // q, k, v (and the index branch's q and k) out of the fused projection: norms, RoPE and the page writes
+    // of k, v and the index key in one launch.
+    cuda::HeadPrep prep;
+    prep.seg[0] = {0, Hq, D, L.q_norm, q, nullptr};
+    prep.seg[1] = {Hq * D, Hkv, D, L.k_norm, nullptr, L.k_cache};
+    prep.seg[2] = {(Hq + Hkv) * D, Hkv, D, nullptr, nullptr, L.v_cache};
+    prep.count = 3;
     int32_t* sel = nullptr;
+    float* iq = nullptr;
     if (c.sparse_attention[l]) {
-      float* iq = m.buf<float>("iq", size_t(T) * Hi * Di);
-      float* ik = m.buf<float>("ik", size_t(T) * Di);
-      const float* iq_src = proj + size_t(Hq + 2 * Hkv) * D;
-      cuda::head_norm_rope(iq_src, ld, iq, L.iq_norm, m.inv_freq, meta.pos, T, Hi, Di, c.rotary_dim,
-                           c.rms_norm_eps, s);
-      cuda::head_norm_rope(iq_src + size_t(Hi) * Di, ld, ik, L.ik_norm, m.inv_freq, meta.pos, T, 1, Di,
-                           c.rotary_dim, c.rms_norm_eps, s);
-      cuda::write_pages(ik, Di, L.idx_cache, meta, T, Di, P, s);
+      iq = m.buf<float>("iq", size_t(T) * Hi * Di);
+      const int col = (Hq + 2 * Hkv) * D;
+      prep.seg[3] = {col, Hi, Di, L.iq_norm, iq, nullptr};
+      prep.seg[4] = {col + Hi * Di, 1, Di, L.ik_norm, nullptr, L.idx_cache};
+      prep.count = 5;
+    }
+    cuda::prepare_heads(proj, L.n_in, prep, m.inv_freq, meta, T, c.rotary_dim, c.rms_norm_eps, P, s);
+    if (c.sparse_attention[l]) {
       float* scores = m.buf<float>("msa.scores", size_t(T) * Hi * a.score_stride);
       sel = m.buf<int32_t>("msa.sel", size_t(T) * Hi * topk);
       cuda::msa_block_scores(iq, L.idx_cache, meta, T, Hi, Di, P, a.score_stride, scores, s,
@@ -208,6 +208,8 @@ CudaModel::CudaModel(ModelConfig config, const Checkpoint* ckpt, const CudaModel
   const std::vector<float> inv = rope.inv_freq();
   m.inv_freq = m.own<float>(inv.size());
   M3_CUDA_CHECK(cudaMemcpy(m.inv_freq, inv.data(), inv.size() * 4, cudaMemcpyHostToDevice));
+  m.route_ticket = m.own<unsigned>(1);
+  M3_CUDA_CHECK(cudaMemset(m.route_ticket, 0, sizeof(unsigned)));
   size_t free1 = 0;
   M3_CUDA_CHECK(cudaMemGetInfo(&free1, &total_mem));
   const double weights_gb = double(free0 - free1) / 1e9;

@@ -58,6 +58,7 @@ struct CudaModel::Impl {
   std::vector<void*> kv_owned;  // KV pool
   bf16 *embed = nullptr, *lm_head = nullptr, *final_norm = nullptr;
   float* inv_freq = nullptr;
+  unsigned* route_ticket = nullptr;  // moe_route_group's counter (0 between launches)
   std::vector<Layer> layers;
   bool shared_fused = false;  // shared expert stored as group E of the expert slabs
   int max_n_in = 0;           // widest fused input projection over the layers

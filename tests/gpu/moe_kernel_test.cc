@@ -2,7 +2,8 @@
 // without the shared group, and the active-group list), the grouped tensor-core GEMV (SwiGLU-OAI on the
 // interleaved gate/up layout, then the down projection), the gather for per-expert GEMMs and the routed
 // combine, for batch sizes across one and several passes of the GEMV (1..70 tokens per expert) and hidden /
-// intermediate widths that are not multiples of 32.
+// intermediate widths that are not multiples of 32; and the one-launch router + routing + grouping of small
+// batches against the separate launches.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <tuple>
 
 #include "gpu/gpu_util.h"
@@ -32,9 +34,6 @@ std::vector<T> download(const T* d, size_t n) {
   std::vector<T> v(n);
   cudaMemcpy(v.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost);
   return v;
-}
-float bf(float x) {
-  return __bfloat162float(__float2bfloat16(x));
 }
 double swiglu(double g, double u, double alpha, double limit) {
   g = std::min(g, limit);
@@ -190,7 +189,7 @@ TEST_P(MoeKernels, MatchCpu) {
 // id), weights = scores renormalised over the chosen. Coarse logits make ties common; E up to 256.
 TEST(MoeRoute, MatchesCpuRule) {
   M3_REQUIRE_GPU();
-  for (const auto [T, E, k] :
+  for (const auto& [T, E, k] :
        {std::tuple{1, 8, 2}, std::tuple{37, 128, 4}, std::tuple{300, 256, 8}, std::tuple{5, 16, 16}}) {
     std::mt19937 rng(T * 7 + E);
     std::vector<float> logits(size_t(T) * E), bias(E);
@@ -223,6 +222,67 @@ TEST(MoeRoute, MatchesCpuRule) {
     }
     cudaFree(d_logits), cudaFree(d_bias), cudaFree(d_ids), cudaFree(d_w);
   }
+}
+
+// The one-launch small-batch path: its logits against a CPU dot product in double, and its routing and
+// grouping exactly equal to moe_route + moe_group run on those logits; launched twice on one ticket (the
+// ticket must come back to 0) and with and without the shared group.
+TEST(MoeRouteGroup, MatchesTheSeparateLaunches) {
+  M3_REQUIRE_GPU();
+  unsigned* d_ticket;
+  cudaMalloc(&d_ticket, 4), cudaMemset(d_ticket, 0, 4);
+  for (const auto& [T, E, k, H, shared] :
+       {std::tuple{1, 128, 4, 6144, true}, std::tuple{32, 128, 4, 256, false}, std::tuple{7, 40, 6, 96, true},
+        std::tuple{3, 256, 8, 64, false}}) {
+    std::mt19937 rng(T * 11 + E + H);
+    std::normal_distribution<float> n;
+    std::vector<float> x(size_t(T) * H), router(size_t(E) * H), bias(E);
+    for (auto& v : x) v = n(rng);
+    for (auto& v : router) v = n(rng) / std::sqrt(float(H));
+    for (auto& v : bias) v = float(int(rng() % 5)) / 64.0f;
+    const int G = E + (shared ? 1 : 0);
+    float *d_x = upload(x), *d_router = upload(router), *d_bias = upload(bias), *d_logits, *d_w, *d_w2;
+    int32_t *d_ids, *d_ids2, *d_a[5], *d_b[5];
+    cudaMalloc(&d_logits, size_t(T) * E * 4), cudaMalloc(&d_w, size_t(T) * k * 4),
+        cudaMalloc(&d_w2, T * k * 4);
+    cudaMalloc(&d_ids, size_t(T) * k * 4), cudaMalloc(&d_ids2, size_t(T) * k * 4);
+    const size_t sizes[5] = {size_t(G), size_t(G) + 1, size_t(T) * k, size_t(T) * (k + 1), size_t(G)};
+    for (int i = 0; i < 5; ++i) {
+      cudaMalloc(&d_a[i], sizes[i] * 4), cudaMalloc(&d_b[i], sizes[i] * 4);
+      cudaMemset(d_a[i], 0xff, sizes[i] * 4), cudaMemset(d_b[i], 0xff, sizes[i] * 4);
+    }
+    for (int launch = 0; launch < 2; ++launch)
+      cuda::moe_route_group(d_x, d_router, d_bias, T, H, E, k, shared, d_logits, d_ids, d_w, d_a[0], d_a[1],
+                            d_a[2], d_a[3], d_a[4], d_ticket, nullptr);
+    cuda::moe_route(d_logits, d_bias, T, E, k, d_ids2, d_w2, nullptr);
+    cuda::moe_group(d_ids2, T, k, E, shared, d_b[0], d_b[1], d_b[2], d_b[3], d_b[4], nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::string what = "T=" + std::to_string(T) + " E=" + std::to_string(E) + " H=" + std::to_string(H);
+    EXPECT_EQ(download(d_ticket, 1)[0], 0u) << what;
+    const std::vector<float> logits = download(d_logits, size_t(T) * E);
+    for (int t = 0; t < T; ++t)
+      for (int e = 0; e < E; ++e) {
+        double ref = 0, mag = 0;
+        for (int i = 0; i < H; ++i) {
+          ref += double(x[size_t(t) * H + i]) * router[size_t(e) * H + i];
+          mag += std::fabs(double(x[size_t(t) * H + i]) * router[size_t(e) * H + i]);
+        }
+        ASSERT_NEAR(logits[size_t(t) * E + e], ref, 1e-5 * mag + 1e-7)
+            << what << " token " << t << " expert " << e;
+      }
+    EXPECT_EQ(download(d_ids, size_t(T) * k), download(d_ids2, size_t(T) * k)) << what;
+    EXPECT_EQ(download(d_w, size_t(T) * k), download(d_w2, size_t(T) * k)) << what;
+    const int slots = download(d_b[1], G + 1)[G];
+    for (int i = 0; i < 5; ++i)
+      EXPECT_EQ(download(d_a[i], i == 3 ? size_t(slots) : sizes[i]),
+                download(d_b[i], i == 3 ? size_t(slots) : sizes[i]))
+          << what << " grouping output " << i;
+    for (void* p : {(void*)d_x, (void*)d_router, (void*)d_bias, (void*)d_logits, (void*)d_w, (void*)d_w2,
+                    (void*)d_ids, (void*)d_ids2})
+      cudaFree(p);
+    for (int i = 0; i < 5; ++i) cudaFree(d_a[i]), cudaFree(d_b[i]);
+  }
+  cudaFree(d_ticket);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MoeKernels,
