@@ -1,7 +1,8 @@
 // Token sampling on the GPU: the rule of engine/sampler.h (the CPU reference) followed bit for bit, with the
-// arithmetic shared through common/sampling_math.h. One CTA per row; the only difference from the CPU is the
-// order in which double masses are summed, which can matter only when a draw or the top-p prefix lies within
-// rounding of a boundary.
+// arithmetic shared through common/sampling_math.h. A cluster of up to 8 CTAs per row, fewer as rows grow,
+// with double sums in an order that does not depend on that (so on the batch); the only difference from the
+// CPU is that order, which can matter only when a draw or the top-p prefix lies within rounding of a
+// boundary.
 #pragma once
 
 #include <cstdint>

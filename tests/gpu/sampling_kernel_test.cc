@@ -241,6 +241,8 @@ TEST(SamplingKernel, GraphCaptureAndReplay) {
   for (int replay = 0; replay < 3; ++replay) {
     logits.upload(b.logits);
     out.fill_bytes(0xff);
+    // The fills run on the legacy default stream, which the non-blocking capture stream does not wait for.
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     EXPECT_EQ(out.download(), want) << "replay " << replay;
@@ -248,6 +250,75 @@ TEST(SamplingKernel, GraphCaptureAndReplay) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
+}
+
+// The model's default generation configs (and greedy, and plain temperature) on LLM-like rows.
+std::vector<SamplingParams> default_configs() {
+  std::vector<SamplingParams> c(4);
+  c[0].temperature = 0;
+  c[1].temperature = 0.7f, c[1].top_p = 0.95f;
+  c[2].temperature = 1.0f, c[2].top_k = 40, c[2].top_p = 0.95f;
+  c[3].temperature = 1.0f;
+  return c;
+}
+
+TEST(SamplingKernel, DefaultConfigsAtOneAndThreeRows) {
+  M3_REQUIRE_GPU();
+  std::mt19937 rng(6);
+  const std::vector<SamplingParams> configs = default_configs();
+  for (int rows : {1, 3}) {
+    for (size_t c = 0; c < configs.size(); ++c) {
+      Batch b;
+      b.vocab = kRealVocab;
+      for (int r = 0; r < rows; ++r)
+        add_row(b, random_logits(rng, kRealVocab, r == 2 ? 0.3f : 2.0f, 1 + r), configs[c],
+                sample_uniform(61, static_cast<uint64_t>(rows * 10 + r)));
+      expect_same_ids(b, "defaults rows=" + std::to_string(rows) + " config " + std::to_string(c));
+    }
+  }
+}
+
+// Appends row r of `from` (logits, row, adjustment entries) to `to`.
+void copy_row(Batch& to, const Batch& from, int r) {
+  const float* l = from.logits.data() + static_cast<size_t>(r) * from.vocab;
+  to.logits.insert(to.logits.end(), l, l + from.vocab);
+  SamplingRow row = from.rows[r];
+  const auto begin = static_cast<int32_t>(to.adjustments.size());
+  to.adjustments.insert(to.adjustments.end(), from.adjustments.begin() + row.adj_begin,
+                        from.adjustments.begin() + row.adj_end);
+  row.adj_begin = begin, row.adj_end = static_cast<int32_t>(to.adjustments.size());
+  to.rows.push_back(row);
+}
+
+// The kernel spreads a row over more CTAs the fewer rows there are; its sums do not depend on that, so a row
+// gets the same id alone, among a few and among many (here up to 200 rows, one CTA each on an H200).
+TEST(SamplingKernel, SameIdsWhateverTheBatchSize) {
+  M3_REQUIRE_GPU();
+  std::mt19937 rng(7);
+  Batch base;
+  base.vocab = kRealVocab;
+  const std::vector<SamplingParams> configs = default_configs();
+  for (int r = 0; r < 8; ++r) {
+    SamplingParams p = r < 4 ? configs[r] : random_params(rng, kRealVocab);
+    std::vector<LogitAdjustment> entries;
+    if (r == 5) {
+      p.logit_bias[static_cast<int32_t>(rng() % kRealVocab)] = 8.0f;
+      entries = logit_adjustments(p, {}, std::vector<int32_t>{0, 1}, kRealVocab);
+    }
+    add_row(base, random_logits(rng, kRealVocab, r % 4 == 3 ? 0.3f : 2.0f, r % 4), p, sample_uniform(71, r),
+            entries);
+  }
+  expect_same_ids(base, "batch base");
+  const std::vector<int32_t> want = run_kernel(base, nullptr);
+  for (int rows : {1, 3, 20, 40, 64, 200}) {
+    Batch b;
+    b.vocab = kRealVocab;
+    for (int r = 0; r < rows; ++r) copy_row(b, base, r % 8);
+    const std::vector<int32_t> got = run_kernel(b, nullptr);
+    ASSERT_EQ(got.size(), static_cast<size_t>(rows));
+    for (int r = 0; r < rows; ++r)
+      EXPECT_EQ(got[r], want[r % 8]) << "rows=" << rows << " row " << r << " (" << describe(b.rows[r]) << ")";
+  }
 }
 
 }  // namespace
