@@ -218,17 +218,14 @@ void add_rms_norm(float* x, const float* delta, const bf16* w, int rows, int dim
 void prepare_heads(const float* proj, int64_t ld, const HeadPrep& prep, const float* inv_freq, TokenMeta meta,
                    int T, int rotary_dim, float eps, int page_size, cudaStream_t s) {
   int heads = 0;
-  for (int g = 0; g < prep.count; ++g) {
-    const HeadSegment& sg = prep.seg[g];
+  for (const HeadSegment& sg : prep.seg) {
+    if (sg.heads == 0) continue;
     if (sg.dim <= 0 || sg.dim > kMaxPrepDim || (sg.norm && rotary_dim > sg.dim))
       fail(ErrorKind::kUnsupported, "prepare_heads: head dim " + std::to_string(sg.dim) + " (rotary " +
                                         std::to_string(rotary_dim) + ") outside 1.." +
                                         std::to_string(kMaxPrepDim));
     heads += sg.heads;
   }
-  if (prep.count > kMaxHeadSegments) fail(ErrorKind::kInvalidArgument, "prepare_heads: too many segments");
-  for (int g = prep.count; g < kMaxHeadSegments; ++g)
-    if (prep.seg[g].heads != 0) fail(ErrorKind::kInvalidArgument, "prepare_heads: heads past count");
   const int64_t warps = int64_t(T) * heads;
   if (warps > 0)
     prepare_heads_kernel<<<static_cast<unsigned>((warps + kPrepWarps - 1) / kPrepWarps), kThreads, 0, s>>>(

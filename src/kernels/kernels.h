@@ -35,7 +35,7 @@ void add_rms_norm(float* x, const float* delta, const bf16* w, int rows, int dim
 // per-head Gemma RMSNorm then partial NeoX RoPE at the token's position (inv_freq: [rotary_dim / 2]);
 // without, a copy. The result goes to `out` (fp32 [T, heads, dim]) and / or `cache` (bf16 paged
 // [page][slot][heads x dim], the token's slot from meta). dim <= kMaxPrepDim; the segments' heads in order:
-// q, k, v, index q, index k.
+// q, k, v, index q, index k; segments with 0 heads are unused.
 constexpr int kMaxHeadSegments = 5;
 constexpr int kMaxPrepDim = 256;
 struct HeadSegment {
@@ -46,7 +46,6 @@ struct HeadSegment {
 };
 struct HeadPrep {
   HeadSegment seg[kMaxHeadSegments];
-  int count = 0;
 };
 void prepare_heads(const float* proj, int64_t ld, const HeadPrep& prep, const float* inv_freq, TokenMeta meta,
                    int T, int rotary_dim, float eps, int page_size, cudaStream_t s);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <string>
+#include <type_traits>
 
 #include "common/error.h"
 #include "kernels/kernels.h"
@@ -414,21 +415,19 @@ void grouped_gemv(const bf16* W, int64_t w_stride, int groups, int N, int K, con
   };
   // Tokens per pass: as few as cover the bound (registers, hence warps per SM, grow with them); beyond 64
   // tokens an expert rarely holds more than 32 and extra passes re-read its weights.
-  if (swiglu) {
+  auto pick = [&](auto swiglu_tag) {
+    constexpr bool kSwiglu = decltype(swiglu_tag)::value;
     if (max_count <= 8)
-      launch(grouped_gemv_kernel<true, 1>);
+      launch(grouped_gemv_kernel<kSwiglu, 1>);
     else if (max_count <= 64)
-      launch(grouped_gemv_kernel<true, 2>);
+      launch(grouped_gemv_kernel<kSwiglu, 2>);
     else
-      launch(grouped_gemv_kernel<true, 4>);
-  } else {
-    if (max_count <= 8)
-      launch(grouped_gemv_kernel<false, 1>);
-    else if (max_count <= 64)
-      launch(grouped_gemv_kernel<false, 2>);
-    else
-      launch(grouped_gemv_kernel<false, 4>);
-  }
+      launch(grouped_gemv_kernel<kSwiglu, 4>);
+  };
+  if (swiglu)
+    pick(std::true_type{});
+  else
+    pick(std::false_type{});
 }
 
 void swiglu_interleaved(const float* gate_up, int64_t rows, int I, float alpha, float limit, bf16* act,

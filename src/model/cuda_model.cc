@@ -118,7 +118,6 @@ void enqueue_step(CudaModel::Impl& m, const ModelConfig& c, const StepArgs& a, c
     prep.seg[0] = {0, Hq, D, L.q_norm, q, nullptr};
     prep.seg[1] = {Hq * D, Hkv, D, L.k_norm, nullptr, L.k_cache};
     prep.seg[2] = {(Hq + Hkv) * D, Hkv, D, nullptr, nullptr, L.v_cache};
-    prep.count = 3;
     int32_t* sel = nullptr;
     float* iq = nullptr;
     if (c.sparse_attention[l]) {
@@ -126,7 +125,6 @@ void enqueue_step(CudaModel::Impl& m, const ModelConfig& c, const StepArgs& a, c
       const int col = (Hq + 2 * Hkv) * D;
       prep.seg[3] = {col, Hi, Di, L.iq_norm, iq, nullptr};
       prep.seg[4] = {col + Hi * Di, 1, Di, L.ik_norm, nullptr, L.idx_cache};
-      prep.count = 5;
     }
     cuda::prepare_heads(proj, L.n_in, prep, m.inv_freq, meta, T, c.rotary_dim, c.rms_norm_eps, P, s);
     if (c.sparse_attention[l]) {

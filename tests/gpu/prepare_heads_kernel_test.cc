@@ -72,8 +72,8 @@ void check_prepare_heads(const std::vector<Seg>& segs, int rotary, uint64_t seed
   std::vector<std::unique_ptr<DeviceBuffer<bf16>>> d_norms, d_caches;
   std::vector<std::unique_ptr<DeviceBuffer<float>>> d_outs;
   cuda::HeadPrep prep;
-  prep.count = static_cast<int>(segs.size());
-  for (int g = 0, col = 0; g < prep.count; col += segs[g].heads * segs[g].dim, ++g) {
+  const int count = static_cast<int>(segs.size());
+  for (int g = 0, col = 0; g < count; col += segs[g].heads * segs[g].dim, ++g) {
     const Seg& sg = segs[g];
     std::vector<float> w(sg.dim);
     std::vector<bf16> wb(sg.dim);
@@ -96,7 +96,7 @@ void check_prepare_heads(const std::vector<Seg>& segs, int rotary, uint64_t seed
   cuda::prepare_heads(d_proj.get(), ld, prep, d_inv.get(), meta, T, rotary, kEps, kPage, nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
-  for (int g = 0, col = 0; g < prep.count; col += segs[g].heads * segs[g].dim, ++g) {
+  for (int g = 0, col = 0; g < count; col += segs[g].heads * segs[g].dim, ++g) {
     const Seg& sg = segs[g];
     const int HD = sg.heads * sg.dim;
     std::vector<float> want(size_t(T) * HD);
@@ -164,7 +164,6 @@ TEST(PrepareHeadsKernel, DenseLayerLayoutAndOddDims) {
 TEST(PrepareHeadsKernel, RejectsUnsupportedShapes) {
   M3_REQUIRE_GPU();
   cuda::HeadPrep prep;
-  prep.count = 1;
   prep.seg[0] = {0, 1, 512, nullptr, nullptr, nullptr};
   EXPECT_THROW(cuda::prepare_heads(nullptr, 512, prep, nullptr, {}, 1, 64, 1e-6f, 16, nullptr), Error);
   prep.seg[0] = {0, 1, 32, nullptr, nullptr, nullptr};
