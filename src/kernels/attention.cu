@@ -6,7 +6,8 @@
 //    into shared memory serves all of them. Keys are walked in a "virtual" order: dense = positions
 //    0..max_pos of the tile; sparse = the union of the tile's tokens' selected blocks (deduplicated through a
 //    bitmap in shared memory, ascending), each block contributing page_size slots. Warps split M (8 warps x
-//    16 rows) or the keys of a stage (merged in shared memory at the end). 64-key stages go through a 3-stage
+//    16 rows) or the keys of a stage (merged in shared memory at the end); at 128 rows and head_dim 64 / 128
+//    the two warpgroups of 64 rows run each stage's MMAs on wgmma (attention_wgmma.cuh). 64-key stages go through a 3-stage
 //    cp.async ring (2 for head_dim 256) with one barrier per stage.
 //  - decode kernel (every tile one token, group <= 16): 16 rows; each warp streams its own 16-key units
 //    through a private cp.async ring (no CTA barrier in the key loop), page ids come from a per-warp register
@@ -23,6 +24,7 @@
 #include "common/error.h"
 #include "kernels/attention_common.cuh"
 #include "kernels/attention_decode.cuh"
+#include "kernels/attention_wgmma.cuh"
 #include "kernels/device_info.h"
 #include "kernels/kernels.h"
 #include "kernels/mma.cuh"
@@ -33,10 +35,12 @@ namespace {
 template <int D, int WM, int WN, bool kSparse>
 __global__ void __launch_bounds__(32 * WM * WN) tile_kernel(const Params p) {
   constexpr int kWarps = WM * WN, kThreads = 32 * kWarps, kRows = 16 * WM, kStride = D + 8;
+  constexpr bool kWg = tile_uses_wgmma(D, WM, WN);
   constexpr int kWarpKeys = kKeys / WN, kSTiles = kWarpKeys / 8, kStages = stages_for<D>();
   constexpr int kRowChunks = D / 8;  // 16-byte chunks per K/V row
   constexpr int kRowsPerPass = kThreads / kRowChunks;
   static_assert(kWarpKeys % 16 == 0 && kThreads % kRowChunks == 0 && kKeys % kRowsPerPass == 0);
+  static_assert(!kWg || kWarps * 8 == kKeys, "wgmma loader: each warp copies 8 key rows");
   static_assert(kWarps <= 8, "misc[8..16) holds the per-warp scan totals");
 
   extern __shared__ __align__(16) unsigned char smem[];
@@ -158,48 +162,65 @@ __global__ void __launch_bounds__(32 * WM * WN) tile_kernel(const Params p) {
   QFrags<D> qf;
   qf.init(qs, wm, lane);
 
-  // K/V stage loader: each thread copies one 16-byte column chunk of every kRowsPerPass-th key row.
-  const int ld_c = (tid % kRowChunks) * 8, ld_r = tid / kRowChunks;
+  // K/V stage loader. mma.sync layout (row stride kStride): each thread copies one 16-byte column chunk of
+  // every kRowsPerPass-th key row. wgmma layout (wg_tile_offset): each thread copies every 4th chunk of one
+  // row, a warp's 8 rows x 4 chunks landing as 512 contiguous bytes.
+  const int ld_c = kWg ? lane >> 3 : tid % kRowChunks;
+  const int ld_r = kWg ? warp * 8 + (lane & 7) : tid / kRowChunks;
   const int32_t* table = p.meta.block_table + int64_t(seq) * p.meta.max_blocks;
-  const int64_t slot_stride = int64_t(p.kv_heads) * D, head_off = int64_t(kvh) * D + ld_c;
+  const int64_t slot_stride = int64_t(p.kv_heads) * D, head_off = int64_t(kvh) * D;
+  auto key_offset = [&](int v, bool& ok) {  // element offset of virtual key v's row in the cache
+    int blk, slot;
+    if constexpr (kSparse) {
+      const int u = v / P;
+      slot = v - u * P;
+      blk = u < n_union ? list[u] : 0;
+    } else {
+      blk = v / P;
+      slot = v - blk * P;
+    }
+    ok = v < n_keys && blk * P + slot <= max_pos;
+    return ok ? (int64_t(table[blk]) * P + slot) * slot_stride + head_off : int64_t(0);
+  };
+  // wgmma loader: the row's cache offset for the next stage is looked up one stage ahead, so the page-table
+  // load is in flight while the current stage computes (stages are loaded in order).
+  int pre_stage = -1;
+  bool pre_ok = false;
+  int64_t pre_off = 0;
+  auto stage_k = [&](int st) -> bf16* { return kvs + ((st - sb) % kStages) * (2 * kKeys * kStride); };
   auto load_stage = [&](int stage_idx) {
-    bf16* ks = kvs + ((stage_idx - sb) % kStages) * (2 * kKeys * kStride);
+    bf16* ks = stage_k(stage_idx);
     bf16* vs = ks + kKeys * kStride;
+    if constexpr (kWg) {
+      if (pre_stage != stage_idx) pre_off = key_offset(stage_idx * kKeys + ld_r, pre_ok);
+      const bool ok = pre_ok;
+      const int64_t off = pre_off;
+      pre_stage = stage_idx + 1;
+      pre_off = key_offset(pre_stage * kKeys + ld_r, pre_ok);
 #pragma unroll
-    for (int pass = 0; pass < kKeys / kRowsPerPass; ++pass) {
-      const int r = ld_r + pass * kRowsPerPass, v = stage_idx * kKeys + r;
-      int blk, slot;
-      if constexpr (kSparse) {
-        const int u = v / P;
-        slot = v - u * P;
-        blk = u < n_union ? list[u] : 0;
-      } else {
-        blk = v / P;
-        slot = v - blk * P;
+      for (int c = ld_c; c < kRowChunks; c += 4) {
+        const int dst = wg_tile_offset<D>(ld_r, c) / 2, src = ok ? c * 8 : 0;
+        cp_async_16_zfill(ks + dst, p.k + off + src, ok);
+        cp_async_16_zfill(vs + dst, p.v + off + src, ok);
       }
-      const bool ok = v < n_keys && blk * P + slot <= max_pos;
-      const int64_t off = ok ? (int64_t(table[blk]) * P + slot) * slot_stride + head_off : 0;
-      cp_async_16_zfill(ks + r * kStride + ld_c, p.k + off, ok);
-      cp_async_16_zfill(vs + r * kStride + ld_c, p.v + off, ok);
+    } else {
+#pragma unroll
+      for (int pass = 0; pass < kKeys / kRowsPerPass; ++pass) {
+        const int r = ld_r + pass * kRowsPerPass;
+        bool ok;
+        int64_t off = key_offset(stage_idx * kKeys + r, ok);
+        if (ok) off += ld_c * 8;
+        cp_async_16_zfill(ks + r * kStride + ld_c * 8, p.k + off, ok);
+        cp_async_16_zfill(vs + r * kStride + ld_c * 8, p.v + off, ok);
+      }
     }
   };
 
   float o[D / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-#pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
-    if (sb + st < se) load_stage(sb + st);
-    cp_async_commit();
-  }
   const float scale = p.scale_log2;
-  for (int it = sb; it < se; ++it) {
-    ring_advance<kStages>(it, se, load_stage);
-    const bf16* ks = kvs + ((it - sb) % kStages) * (2 * kKeys * kStride);
-    const bf16* vs = ks + kKeys * kStride;
-    const int key0 = wn * kWarpKeys;
-    float s[kSTiles][4];
-    qk_scores<D, kSTiles>(s, qf, ks + key0 * kStride, lane);
-
+  const int key0 = wn * kWarpKeys;
+  auto mask_scores = [&](float (&s)[kSTiles][4], int it) {
     // Mask, only where some key of the warp's range may be invisible to some row.
     const int v0 = it * kKeys + key0;
     bool need_mask, single = true;
@@ -241,7 +262,32 @@ __global__ void __launch_bounds__(32 * WM * WN) tile_kernel(const Params p) {
           if (!ok) s[j][e] = -INFINITY;
         }
     }
-    softmax_pv<D, kSTiles>(s, o, m, l, scale, vs + key0 * kStride, lane);
+  };
+
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (sb + st < se) load_stage(sb + st);
+    cp_async_commit();
+  }
+  for (int it = sb; it < se; ++it) {
+    ring_advance<kStages, kWg>(it, se, load_stage);
+    const bf16* ks = stage_k(it);
+    const bf16* vs = ks + kKeys * kStride;
+    float s[kSTiles][4];
+    if constexpr (kWg) {
+      qk_issue_wg<D>(s, qf, ks);
+      wgmma_wait<0>();
+      wgmma_pin(s);
+    } else {
+      qk_scores<D, kSTiles>(s, qf, ks + key0 * kStride, lane);
+    }
+    mask_scores(s, it);
+    if constexpr (kWg) {
+      softmax_step<D, kSTiles>(s, o, m, l, scale);
+      pv_wg<D>(s, o, vs);
+    } else {
+      softmax_pv<D, kSTiles>(s, o, m, l, scale, vs + key0 * kStride, lane);
+    }
   }
   cp_async_wait<0>();
 

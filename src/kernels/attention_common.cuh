@@ -8,6 +8,7 @@
 #include "kernels/attention_stage.cuh"
 #include "kernels/kernels.h"
 #include "kernels/mma.cuh"
+#include "kernels/wgmma.cuh"
 
 namespace m3::cuda {
 namespace {
@@ -234,14 +235,21 @@ __device__ __forceinline__ void finish(const Params& p, float (&o)[D / 8][4], fl
 }
 
 // Stage ring: waits for stage `it`, then refills the buffer the previous stage used. One barrier per stage.
-template <int kStages, typename Load>
+// kAsyncProxy: the stage is read by wgmma, which needs the copies made visible to the async proxy.
+template <int kStages, bool kAsyncProxy = false, typename Load>
 __device__ __forceinline__ void ring_advance(int it, int se, Load&& load) {
   cp_async_wait<kStages - 2>();
+  if constexpr (kAsyncProxy) fence_proxy_async_smem();
   __syncthreads();
   if (it + kStages - 1 < se) load(it + kStages - 1);
   cp_async_commit();
 }
 
+// The tile kernel runs its stages on wgmma (attention_wgmma.cuh) with two warpgroups of 64 rows at head_dim
+// 128 (the mma.sync path everywhere else).
+__host__ __device__ constexpr bool tile_uses_wgmma(int dim, int wm, int wn) {
+  return wm == 8 && wn == 1 && dim == 128;
+}
 template <int D>
 __host__ __device__ constexpr int stages_for() {
   return D <= 128 ? 3 : 2;

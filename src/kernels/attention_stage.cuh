@@ -1,7 +1,7 @@
-// Warp-level flash-attention pieces on mma.sync (sm_80+, used on sm_90a) shared by the attention kernels
-// (attention.cu): a warp owns 16 query rows (bf16 in shared memory, row stride D + 8) and a run of key rows
-// of a K/V stage in shared memory (same stride); S = Q . K^T, the online softmax in base 2 with the scale
-// folded into one FMA per score, O += P . V, and the merge of warps that split a stage's keys. Accumulator
+// Warp-level flash-attention pieces shared by the attention kernels (attention.cu): a warp owns 16 query rows
+// (bf16 in shared memory, row stride D + 8) and a run of key rows of a K/V stage in shared memory (same
+// stride); S = Q . K^T and O += P . V on mma.sync (sm_80+, used on sm_90a), the online softmax in base 2 with
+// the scale folded into one FMA per score, and the merge of warps that split a stage's keys. Accumulator
 // layout: mma.cuh's C fragment (a thread holds rows g = lane / 4 and g + 8).
 #pragma once
 
@@ -79,14 +79,13 @@ __device__ __forceinline__ void qk_scores(float (&s)[kSTiles][4], const QFrags<D
     }
 }
 
-// Online softmax over raw (unscaled, masked = -inf) scores, then O += P . V. m is kept in scaled base-2
-// units; p = 2^(s x scale - m) is one FMA + ex2. Rows whose keys are all masked so far keep m = -inf and
-// contribute nothing. vs points at the warp's first value row.
+// Online softmax over raw (unscaled, masked = -inf) scores: s becomes p = 2^(s x scale - m), and l and o
+// are rescaled to the new running max. m is kept in scaled base-2 units (one FMA + ex2 per score). Rows
+// whose keys are all masked so far keep m = -inf and contribute nothing.
 template <int D, int kSTiles>
-__device__ __forceinline__ void softmax_pv(float (&s)[kSTiles][4], float (&o)[D / 8][4], float (&m)[2],
-                                           float (&l)[2], float scale, const bf16* vs, int lane) {
-  constexpr int kStride = D + 8;
-  float mu[2];
+__device__ __forceinline__ void softmax_step(float (&s)[kSTiles][4], float (&o)[D / 8][4], float (&m)[2],
+                                             float (&l)[2], float scale) {
+  float mu[2], alpha[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     float mx = -INFINITY;
@@ -94,11 +93,17 @@ __device__ __forceinline__ void softmax_pv(float (&s)[kSTiles][4], float (&o)[D 
     for (int j = 0; j < kSTiles; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * i], s[j][2 * i + 1]));
     const float mn = fmaxf(m[i], quad_max(mx) * scale);
     mu[i] = mn == -INFINITY ? 0.f : mn;
-    const float alpha = fast_exp2(m[i] - mu[i]);
+    alpha[i] = fast_exp2(m[i] - mu[i]);
     m[i] = mn;
-    l[i] *= alpha;
+  }
+  // Rescale only when some row of the warp has a new max (once the running max settles, most stages don't).
+  if (!__all_sync(0xffffffff, alpha[0] == 1.f && alpha[1] == 1.f)) {
 #pragma unroll
-    for (int dj = 0; dj < D / 8; ++dj) o[dj][2 * i] *= alpha, o[dj][2 * i + 1] *= alpha;
+    for (int i = 0; i < 2; ++i) {
+      l[i] *= alpha[i];
+#pragma unroll
+      for (int dj = 0; dj < D / 8; ++dj) o[dj][2 * i] *= alpha[i], o[dj][2 * i + 1] *= alpha[i];
+    }
   }
 #pragma unroll
   for (int j = 0; j < kSTiles; ++j)
@@ -107,13 +112,28 @@ __device__ __forceinline__ void softmax_pv(float (&s)[kSTiles][4], float (&o)[D 
       s[j][e] = fast_exp2(fmaf(s[j][e], scale, -mu[e >> 1]));
       l[e >> 1] += s[j][e];
     }
-  // The S accumulators of two adjacent 8-key tiles are the A fragment of one k16 step.
+}
+
+// The probabilities of keys 16 k .. 16 k + 15 as a bf16 A fragment: the accumulators of two adjacent 8-key
+// tiles are the A fragment of one k16 step.
+template <int kSTiles>
+__device__ __forceinline__ void p_fragment(uint32_t (&a)[4], const float (&s)[kSTiles][4], int k) {
+  a[0] = pack_bf16x2(s[2 * k][0], s[2 * k][1]);
+  a[1] = pack_bf16x2(s[2 * k][2], s[2 * k][3]);
+  a[2] = pack_bf16x2(s[2 * k + 1][0], s[2 * k + 1][1]);
+  a[3] = pack_bf16x2(s[2 * k + 1][2], s[2 * k + 1][3]);
+}
+
+// O += P . V on mma.sync; vs points at the warp's first value row.
+template <int D, int kSTiles>
+__device__ __forceinline__ void pv_mma(const float (&s)[kSTiles][4], float (&o)[D / 8][4], const bf16* vs,
+                                       int lane) {
+  constexpr int kStride = D + 8;
   const bf16* v_lane = vs + ((lane & 7) + ((lane >> 3) & 1) * 8) * kStride + (lane >> 4) * 8;
 #pragma unroll
   for (int ks2 = 0; ks2 < kSTiles / 2; ++ks2) {
-    const uint32_t a[4] = {
-        pack_bf16x2(s[2 * ks2][0], s[2 * ks2][1]), pack_bf16x2(s[2 * ks2][2], s[2 * ks2][3]),
-        pack_bf16x2(s[2 * ks2 + 1][0], s[2 * ks2 + 1][1]), pack_bf16x2(s[2 * ks2 + 1][2], s[2 * ks2 + 1][3])};
+    uint32_t a[4];
+    p_fragment(a, s, ks2);
 #pragma unroll
     for (int dj = 0; dj < D / 16; ++dj) {
       uint32_t b[4];
@@ -123,6 +143,14 @@ __device__ __forceinline__ void softmax_pv(float (&s)[kSTiles][4], float (&o)[D 
       mma_bf16_16816(o[2 * dj + 1], a, b_hi);
     }
   }
+}
+
+// One stage's softmax and O += P . V on mma.sync.
+template <int D, int kSTiles>
+__device__ __forceinline__ void softmax_pv(float (&s)[kSTiles][4], float (&o)[D / 8][4], float (&m)[2],
+                                           float (&l)[2], float scale, const bf16* vs, int lane) {
+  softmax_step<D, kSTiles>(s, o, m, l, scale);
+  pv_mma<D, kSTiles>(s, o, vs, lane);
 }
 
 // Warps that split the keys of a stage (wn > 0) hand their state to warp wn = 0 of their rows through `red`
