@@ -6,9 +6,10 @@
 //    into shared memory serves all of them. Keys are walked in a "virtual" order: dense = positions
 //    0..max_pos of the tile; sparse = the union of the tile's tokens' selected blocks (deduplicated through a
 //    bitmap in shared memory, ascending), each block contributing page_size slots. Warps split M (8 warps x
-//    16 rows) or the keys of a stage (merged in shared memory at the end); at 128 rows and head_dim 64 / 128
-//    the two warpgroups of 64 rows run each stage's MMAs on wgmma (attention_wgmma.cuh). 64-key stages go through a 3-stage
-//    cp.async ring (2 for head_dim 256) with one barrier per stage.
+//    16 rows) or the keys of a stage (merged in shared memory at the end); at 128 rows and head_dim 128 the
+//    two warpgroups of 64 rows run each stage's MMAs on wgmma (attention_wgmma.cuh) and a third warpgroup
+//    only copies the stages (a warpgroup's wgmma fence would otherwise wait for its own copies in flight).
+//    64-key stages go through a 3-stage cp.async ring (2 for head_dim 256) with one barrier per stage.
 //  - decode kernel (every tile one token, group <= 16): 16 rows; each warp streams its own 16-key units
 //    through a private cp.async ring (no CTA barrier in the key loop), page ids come from a per-warp register
 //    window; the warps' states are merged in shared memory at the end.
@@ -33,22 +34,21 @@ namespace m3::cuda {
 namespace {
 
 template <int D, int WM, int WN, bool kSparse>
-__global__ void __launch_bounds__(32 * WM * WN) tile_kernel(const Params p) {
-  constexpr int kWarps = WM * WN, kThreads = 32 * kWarps, kRows = 16 * WM, kStride = D + 8;
+__global__ void __launch_bounds__(32 * tile_warps(D, WM, WN)) tile_kernel(const Params p) {
   constexpr bool kWg = tile_uses_wgmma(D, WM, WN);
+  constexpr int kWarps = tile_warps(D, WM, WN), kThreads = 32 * kWarps, kRows = 16 * WM, kStride = D + 8;
   constexpr int kWarpKeys = kKeys / WN, kSTiles = kWarpKeys / 8, kStages = stages_for<D>();
   constexpr int kRowChunks = D / 8;  // 16-byte chunks per K/V row
   constexpr int kRowsPerPass = kThreads / kRowChunks;
-  static_assert(kWarpKeys % 16 == 0 && kThreads % kRowChunks == 0 && kKeys % kRowsPerPass == 0);
-  static_assert(!kWg || kWarps * 8 == kKeys, "wgmma loader: each warp copies 8 key rows");
-  static_assert(kWarps <= 8, "misc[8..16) holds the per-warp scan totals");
+  static_assert(kWarpKeys % 16 == 0 && (kWg || (kThreads % kRowChunks == 0 && kKeys % kRowsPerPass == 0)));
+  static_assert(kWarps <= kMiscInts - 8, "misc[8..) holds the per-warp scan totals");
 
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* qs = reinterpret_cast<bf16*>(smem);
   bf16* kvs = reinterpret_cast<bf16*>(smem + p.off_kv);
   int* tok_pos = reinterpret_cast<int*>(smem + p.off_int);
   int* misc = tok_pos + p.tokens_cap;  // [0] max position, [1] min position, [2] flag, [8 + w] scan totals
-  uint32_t* bitmap = reinterpret_cast<uint32_t*>(misc + 16);
+  uint32_t* bitmap = reinterpret_cast<uint32_t*>(misc + kMiscInts);
   int* prefix = reinterpret_cast<int*>(bitmap + p.bitmap_words);
   int* list = prefix + p.bitmap_words;
   uint32_t* memb = reinterpret_cast<uint32_t*>(list + p.union_cap);
@@ -163,10 +163,10 @@ __global__ void __launch_bounds__(32 * WM * WN) tile_kernel(const Params p) {
   qf.init(qs, wm, lane);
 
   // K/V stage loader. mma.sync layout (row stride kStride): each thread copies one 16-byte column chunk of
-  // every kRowsPerPass-th key row. wgmma layout (wg_tile_offset): each thread copies every 4th chunk of one
-  // row, a warp's 8 rows x 4 chunks landing as 512 contiguous bytes.
+  // every kRowsPerPass-th key row. wgmma layout (wg_tile_offset): the producer warps copy the whole stage,
+  // 16 rows each, each instruction 8 rows x 4 chunks landing as 512 contiguous bytes.
   const int ld_c = kWg ? lane >> 3 : tid % kRowChunks;
-  const int ld_r = kWg ? warp * 8 + (lane & 7) : tid / kRowChunks;
+  const int ld_r = kWg ? lane & 7 : tid / kRowChunks;
   const int32_t* table = p.meta.block_table + int64_t(seq) * p.meta.max_blocks;
   const int64_t slot_stride = int64_t(p.kv_heads) * D, head_off = int64_t(kvh) * D;
   auto key_offset = [&](int v, bool& ok) {  // element offset of virtual key v's row in the cache
@@ -182,26 +182,28 @@ __global__ void __launch_bounds__(32 * WM * WN) tile_kernel(const Params p) {
     ok = v < n_keys && blk * P + slot <= max_pos;
     return ok ? (int64_t(table[blk]) * P + slot) * slot_stride + head_off : int64_t(0);
   };
-  // wgmma loader: the row's cache offset for the next stage is looked up one stage ahead, so the page-table
-  // load is in flight while the current stage computes (stages are loaded in order).
-  int pre_stage = -1;
-  bool pre_ok = false;
-  int64_t pre_off = 0;
   auto stage_k = [&](int st) -> bf16* { return kvs + ((st - sb) % kStages) * (2 * kKeys * kStride); };
   auto load_stage = [&](int stage_idx) {
     bf16* ks = stage_k(stage_idx);
     bf16* vs = ks + kKeys * kStride;
     if constexpr (kWg) {
-      if (pre_stage != stage_idx) pre_off = key_offset(stage_idx * kKeys + ld_r, pre_ok);
-      const bool ok = pre_ok;
-      const int64_t off = pre_off;
-      pre_stage = stage_idx + 1;
-      pre_off = key_offset(pre_stage * kKeys + ld_r, pre_ok);
+      // A producer warp's 16 rows: both page-table lookups first (in flight together), then the copies.
+      constexpr int kProdRows = kKeys / 8 / kProducerWarps;
+      const int rg0 = (warp - (kWarps - kProducerWarps)) * kProdRows;
+      int64_t off[kProdRows];
+      bool ok[kProdRows];
 #pragma unroll
-      for (int c = ld_c; c < kRowChunks; c += 4) {
-        const int dst = wg_tile_offset<D>(ld_r, c) / 2, src = ok ? c * 8 : 0;
-        cp_async_16_zfill(ks + dst, p.k + off + src, ok);
-        cp_async_16_zfill(vs + dst, p.v + off + src, ok);
+      for (int i = 0; i < kProdRows; ++i)
+        off[i] = key_offset(stage_idx * kKeys + (rg0 + i) * 8 + ld_r, ok[i]);
+#pragma unroll
+      for (int i = 0; i < kProdRows; ++i) {
+        const int r = (rg0 + i) * 8 + ld_r;
+#pragma unroll
+        for (int c = ld_c; c < kRowChunks; c += 4) {
+          const int dst = wg_tile_offset<D>(r, c) / 2, src = ok[i] ? c * 8 : 0;
+          cp_async_16_zfill(ks + dst, p.k + off[i] + src, ok[i]);
+          cp_async_16_zfill(vs + dst, p.v + off[i] + src, ok[i]);
+        }
       }
     } else {
 #pragma unroll
@@ -220,7 +222,7 @@ __global__ void __launch_bounds__(32 * WM * WN) tile_kernel(const Params p) {
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const float scale = p.scale_log2;
   const int key0 = wn * kWarpKeys;
-  auto mask_scores = [&](float (&s)[kSTiles][4], int it) {
+  auto mask_scores = [&](float(&s)[kSTiles][4], int it) {
     // Mask, only where some key of the warp's range may be invisible to some row.
     const int v0 = it * kKeys + key0;
     bool need_mask, single = true;
@@ -264,13 +266,19 @@ __global__ void __launch_bounds__(32 * WM * WN) tile_kernel(const Params p) {
     }
   };
 
+  // With wgmma, the last warpgroup produces: it alone copies the stages, so that no consumer warpgroup's
+  // wgmma fence waits for copies still in flight.
+  const bool loads = !kWg || warp >= kWarps - kProducerWarps;
 #pragma unroll
   for (int st = 0; st < kStages - 1; ++st) {
-    if (sb + st < se) load_stage(sb + st);
+    if (loads && sb + st < se) load_stage(sb + st);
     cp_async_commit();
   }
   for (int it = sb; it < se; ++it) {
-    ring_advance<kStages, kWg>(it, se, load_stage);
+    ring_advance<kStages, kWg>(it, se, [&](int st) {
+      if (loads) load_stage(st);
+    });
+    if (kWg && loads) continue;
     const bf16* ks = stage_k(it);
     const bf16* vs = ks + kKeys * kStride;
     float s[kSTiles][4];
@@ -354,7 +362,7 @@ void launch_tile(Params p, bool sparse, dim3 grid, cudaStream_t s) {
   p.off_w = lay.off_w;
   p.off_int = lay.off_int;
   launch_smem(sparse ? tile_kernel<D, WM, WN, true> : tile_kernel<D, WM, WN, false>, p, lay.bytes, grid,
-              32 * WM * WN, s);
+              32 * tile_warps(D, WM, WN), s);
 }
 
 template <int D>

@@ -14,6 +14,8 @@ namespace m3::cuda {
 namespace {
 constexpr int kKeys = 64;  // keys per pipeline stage (attention_plan.cc's key tile)
 constexpr int kMaxLaunchSplits = 64;
+// Tile kernel scalars in shared memory: [0] max position, [1] min, [2] flag, [8 + warp] scan totals.
+constexpr int kMiscInts = 24;
 constexpr float kLog2e = 1.4426950408889634f;
 // High word of a split-K counter that this code wrote; any other value is an uninitialised workspace.
 constexpr uint32_t kCounterTag = 0x4D33A770u;
@@ -39,10 +41,10 @@ struct Params {
 };
 
 // Tile kernel shared memory: Q [rows][dim + 8] bf16 | stages x (K, V) [64][dim + 8] bf16 (reused by the
-// epilogue) | split-K weights [rows][splits] fp32 | ints: token positions [tokens_cap], 16 scalars, then
-// (sparse) block bitmap, its word prefix, the union's block list and, per union block, a bitmask of the tile
-// tokens that selected it. The 8-element row pad makes ldmatrix conflict-free. (The decode kernel's layout is
-// attention_decode_smem_bytes, attention_plan.h.)
+// epilogue) | split-K weights [rows][splits] fp32 | ints: token positions [tokens_cap], kMiscInts scalars,
+// then (sparse) block bitmap, its word prefix, the union's block list and, per union block, a bitmask of the
+// tile tokens that selected it. The 8-element row pad makes ldmatrix conflict-free. (The decode kernel's
+// layout is attention_decode_smem_bytes, attention_plan.h.)
 struct SmemLayout {
   int off_kv, off_w, off_int, bytes;
 };
@@ -51,7 +53,7 @@ SmemLayout smem_layout(int rows, int dim, int stages, const Params& p, bool spar
   const int kv = rows * stride_bytes;
   const int w = kv + stages * 2 * kKeys * stride_bytes;
   const int ints = w + (p.splits > 1 ? 4 * rows * p.splits : 0);
-  int n = 16 + p.tokens_cap;
+  int n = kMiscInts + p.tokens_cap;
   if (sparse) n += 2 * p.bitmap_words + p.union_cap + p.union_cap * p.token_words;
   return {kv, w, ints, ints + 4 * n};
 }
@@ -249,6 +251,12 @@ __device__ __forceinline__ void ring_advance(int it, int se, Load&& load) {
 // 128 (the mma.sync path everywhere else).
 __host__ __device__ constexpr bool tile_uses_wgmma(int dim, int wm, int wn) {
   return wm == 8 && wn == 1 && dim == 128;
+}
+// Producer warps of a wgmma tile kernel CTA (one per SM sub-partition: they copy the K/V stages).
+constexpr int kProducerWarps = 4;
+// Warps of a tile kernel CTA: the WM x WN computing warps, and with wgmma the producer warps.
+__host__ __device__ constexpr int tile_warps(int dim, int wm, int wn) {
+  return wm * wn + (tile_uses_wgmma(dim, wm, wn) ? kProducerWarps : 0);
 }
 template <int D>
 __host__ __device__ constexpr int stages_for() {
