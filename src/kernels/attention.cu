@@ -52,6 +52,7 @@ __global__ void __launch_bounds__(32 * tile_warps(D, WM, WN)) tile_kernel(const 
   int* prefix = reinterpret_cast<int*>(bitmap + p.bitmap_words);
   int* list = prefix + p.bitmap_words;
   uint32_t* memb = reinterpret_cast<uint32_t*>(list + p.union_cap);
+  int* list_page = reinterpret_cast<int*>(memb + p.union_cap * p.token_words);  // page id of each union block
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp % WM, wn = warp / WM;
@@ -131,6 +132,9 @@ __global__ void __launch_bounds__(32 * tile_warps(D, WM, WN)) tile_kernel(const 
       const int u = prefix[b >> 5] + __popc(bitmap[b >> 5] & ((1u << (b & 31)) - 1));
       if (u < p.union_cap) atomicOr(&memb[u * p.token_words + (tt >> 5)], 1u << (tt & 31));
     }
+    // The union's page ids, so that the stage copies read no page table.
+    const int32_t* seq_table = p.meta.block_table + int64_t(seq) * p.meta.max_blocks;
+    for (int u = tid; u < n_union; u += kThreads) list_page[u] = seq_table[list[u]];
     __syncthreads();
   }
 
@@ -175,12 +179,14 @@ __global__ void __launch_bounds__(32 * tile_warps(D, WM, WN)) tile_kernel(const 
       const int u = v / P;
       slot = v - u * P;
       blk = u < n_union ? list[u] : 0;
+      ok = v < n_keys && blk * P + slot <= max_pos;
+      return ok ? (int64_t(list_page[u]) * P + slot) * slot_stride + head_off : int64_t(0);
     } else {
       blk = v / P;
       slot = v - blk * P;
+      ok = v < n_keys && blk * P + slot <= max_pos;
+      return ok ? (int64_t(table[blk]) * P + slot) * slot_stride + head_off : int64_t(0);
     }
-    ok = v < n_keys && blk * P + slot <= max_pos;
-    return ok ? (int64_t(table[blk]) * P + slot) * slot_stride + head_off : int64_t(0);
   };
   auto stage_k = [&](int st) -> bf16* { return kvs + ((st - sb) % kStages) * (2 * kKeys * kStride); };
   auto load_stage = [&](int stage_idx) {
@@ -222,48 +228,57 @@ __global__ void __launch_bounds__(32 * tile_warps(D, WM, WN)) tile_kernel(const 
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const float scale = p.scale_log2;
   const int key0 = wn * kWarpKeys;
-  auto mask_scores = [&](float(&s)[kSTiles][4], int it) {
-    // Mask, only where some key of the warp's range may be invisible to some row.
-    const int v0 = it * kKeys + key0;
-    bool need_mask, single = true;
-    int base_pos = v0;  // position of key v0 (dense, or sparse within one block)
-    bool member[2] = {true, true};
+  // Which scores of stage `it` need masking: the stage's scalars (block, position, membership) are looked up
+  // before its S MMAs finish, the mask is applied after.
+  struct StageMask {
+    int v0, base_pos;  // virtual key of the warp's first column; its position (dense, or within one block)
+    bool need, single, member[2];
+  };
+  auto stage_mask = [&](int it) {
+    StageMask mk;
+    mk.v0 = it * kKeys + key0;
+    mk.base_pos = mk.v0;
+    mk.single = true;
+    mk.member[0] = mk.member[1] = true;
     if constexpr (kSparse) {
-      const int u0 = v0 / P;
-      single = u0 == (v0 + kWarpKeys - 1) / P && u0 < n_union;
-      need_mask = true;
-      if (single) {
-        base_pos = list[u0] * P + (v0 - u0 * P);
+      const int u0 = mk.v0 / P;
+      mk.single = u0 == (mk.v0 + kWarpKeys - 1) / P && u0 < n_union;
+      mk.need = true;
+      if (mk.single) {
+        mk.base_pos = list[u0] * P + (mk.v0 - u0 * P);
         const uint32_t* mw = memb + u0 * p.token_words;
         bool all = true;
         for (int w = 0; w < p.token_words; ++w) {
           const int left = count - 32 * w;
           all &= mw[w] == (left >= 32 ? 0xffffffffu : left > 0 ? (1u << left) - 1 : 0u);
         }
-        member[0] = token_bit(mw, row_tok[0]);
-        member[1] = token_bit(mw, row_tok[1]);
-        need_mask = !all || base_pos + kWarpKeys - 1 > min_pos;
+        mk.member[0] = token_bit(mw, row_tok[0]);
+        mk.member[1] = token_bit(mw, row_tok[1]);
+        mk.need = !all || mk.base_pos + kWarpKeys - 1 > min_pos;
       }
     } else {
-      need_mask = v0 + kWarpKeys - 1 > min_pos;
+      mk.need = mk.v0 + kWarpKeys - 1 > min_pos;
     }
-    if (need_mask) {
+    return mk;
+  };
+  // Mask, only where some key of the warp's range may be invisible to some row.
+  auto apply_mask = [&](float(&s)[kSTiles][4], const StageMask& mk) {
+    if (!mk.need) return;
 #pragma unroll
-      for (int j = 0; j < kSTiles; ++j)
+    for (int j = 0; j < kSTiles; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = j * 8 + c2 + (e & 1), i = e >> 1;
-          bool ok;
-          if (!kSparse || single) {
-            ok = member[i] && base_pos + col <= row_pos[i];
-          } else {
-            const int v = v0 + col, u = v / P;
-            ok = u < n_union && list[u] * P + (v - u * P) <= row_pos[i] &&
-                 token_bit(memb + u * p.token_words, row_tok[i]);
-          }
-          if (!ok) s[j][e] = -INFINITY;
+      for (int e = 0; e < 4; ++e) {
+        const int col = j * 8 + c2 + (e & 1), i = e >> 1;
+        bool ok;
+        if (!kSparse || mk.single) {
+          ok = mk.member[i] && mk.base_pos + col <= row_pos[i];
+        } else {
+          const int v = mk.v0 + col, u = v / P;
+          ok = u < n_union && list[u] * P + (v - u * P) <= row_pos[i] &&
+               token_bit(memb + u * p.token_words, row_tok[i]);
         }
-    }
+        if (!ok) s[j][e] = -INFINITY;
+      }
   };
 
   // With wgmma, the last warpgroup produces: it alone copies the stages, so that no consumer warpgroup's
@@ -275,21 +290,24 @@ __global__ void __launch_bounds__(32 * tile_warps(D, WM, WN)) tile_kernel(const 
     cp_async_commit();
   }
   for (int it = sb; it < se; ++it) {
-    ring_advance<kStages, kWg>(it, se, [&](int st) {
+    ring_advance<kStages>(it, se, kWg && loads, [&](int st) {
       if (loads) load_stage(st);
     });
     if (kWg && loads) continue;
     const bf16* ks = stage_k(it);
     const bf16* vs = ks + kKeys * kStride;
     float s[kSTiles][4];
+    StageMask mk;
     if constexpr (kWg) {
       qk_issue_wg<D>(s, qf, ks);
+      mk = stage_mask(it);
       wgmma_wait<0>();
       wgmma_pin(s);
     } else {
       qk_scores<D, kSTiles>(s, qf, ks + key0 * kStride, lane);
+      mk = stage_mask(it);
     }
-    mask_scores(s, it);
+    apply_mask(s, mk);
     if constexpr (kWg) {
       softmax_step<D, kSTiles>(s, o, m, l, scale);
       pv_wg<D>(s, o, vs);

@@ -42,9 +42,9 @@ struct Params {
 
 // Tile kernel shared memory: Q [rows][dim + 8] bf16 | stages x (K, V) [64][dim + 8] bf16 (reused by the
 // epilogue) | split-K weights [rows][splits] fp32 | ints: token positions [tokens_cap], kMiscInts scalars,
-// then (sparse) block bitmap, its word prefix, the union's block list and, per union block, a bitmask of the
-// tile tokens that selected it. The 8-element row pad makes ldmatrix conflict-free. (The decode kernel's
-// layout is attention_decode_smem_bytes, attention_plan.h.)
+// then (sparse) block bitmap, its word prefix, the union's block list, per union block a bitmask of the
+// tile tokens that selected it, and the union blocks' page ids. The 8-element row pad makes ldmatrix
+// conflict-free. (The decode kernel's layout is attention_decode_smem_bytes, attention_plan.h.)
 struct SmemLayout {
   int off_kv, off_w, off_int, bytes;
 };
@@ -54,7 +54,7 @@ SmemLayout smem_layout(int rows, int dim, int stages, const Params& p, bool spar
   const int w = kv + stages * 2 * kKeys * stride_bytes;
   const int ints = w + (p.splits > 1 ? 4 * rows * p.splits : 0);
   int n = kMiscInts + p.tokens_cap;
-  if (sparse) n += 2 * p.bitmap_words + p.union_cap + p.union_cap * p.token_words;
+  if (sparse) n += 2 * p.bitmap_words + 2 * p.union_cap + p.union_cap * p.token_words;
   return {kv, w, ints, ints + 4 * n};
 }
 
@@ -76,16 +76,27 @@ __device__ __forceinline__ int64_t out_row(const Params& p, int r, int count, in
   return tt < count && h < p.group ? (int64_t(t0) + tt) * p.heads + kvh * p.group + h : -1;
 }
 
-// Q rows (fp32) -> bf16 rows of shared memory; padding rows are zeros.
+// Q rows (fp32) -> bf16 rows of shared memory; padding rows are zeros. Loads go out kBatch at a time before
+// their stores, so a thread waits for one round trip per batch rather than per load.
 template <int D, int kRows, int kThreads>
 __device__ __forceinline__ void load_q(const Params& p, bf16* qs, int count, int t0, int kvh, int chunk) {
-  for (int i = threadIdx.x; i < kRows * (D / 4); i += kThreads) {
-    const int r = i / (D / 4), c = (i - r * (D / 4)) * 4;
-    const int64_t row = out_row(p, r, count, t0, kvh, chunk);
-    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (row >= 0) x = *reinterpret_cast<const float4*>(p.q + row * D + c);
-    *reinterpret_cast<uint2*>(qs + r * (D + 8) + c) =
-        make_uint2(pack_bf16x2(x.x, x.y), pack_bf16x2(x.z, x.w));
+  constexpr int kVec = kRows * (D / 4), kBatch = 4;
+  for (int i0 = threadIdx.x; i0 < kVec; i0 += kBatch * kThreads) {
+    float4 x[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int i = i0 + b * kThreads, r = i / (D / 4), c = (i - r * (D / 4)) * 4;
+      const int64_t row = i < kVec ? out_row(p, r, count, t0, kvh, chunk) : -1;
+      x[b] = row >= 0 ? __ldg(reinterpret_cast<const float4*>(p.q + row * D + c))
+                      : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int i = i0 + b * kThreads, r = i / (D / 4), c = (i - r * (D / 4)) * 4;
+      if (i < kVec)
+        *reinterpret_cast<uint2*>(qs + r * (D + 8) + c) =
+            make_uint2(pack_bf16x2(x[b].x, x[b].y), pack_bf16x2(x[b].z, x[b].w));
+    }
   }
 }
 
@@ -237,11 +248,12 @@ __device__ __forceinline__ void finish(const Params& p, float (&o)[D / 8][4], fl
 }
 
 // Stage ring: waits for stage `it`, then refills the buffer the previous stage used. One barrier per stage.
-// kAsyncProxy: the stage is read by wgmma, which needs the copies made visible to the async proxy.
-template <int kStages, bool kAsyncProxy = false, typename Load>
-__device__ __forceinline__ void ring_advance(int it, int se, Load&& load) {
+// to_async_proxy: this thread copies stages that wgmma reads, so it makes its copies visible to the async
+// proxy before the barrier.
+template <int kStages, typename Load>
+__device__ __forceinline__ void ring_advance(int it, int se, bool to_async_proxy, Load&& load) {
   cp_async_wait<kStages - 2>();
-  if constexpr (kAsyncProxy) fence_proxy_async_smem();
+  if (to_async_proxy) fence_proxy_async_smem();
   __syncthreads();
   if (it + kStages - 1 < se) load(it + kStages - 1);
   cp_async_commit();
