@@ -45,13 +45,11 @@ __device__ __forceinline__ void pv_wg(const float (&p)[8][4], float (&o)[D / 8][
   wgmma_pin(o);
   wgmma_fence();
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {  // keys 16 k.. = row groups 2 k, 2 k + 1
-    const uint64_t desc = wgmma_desc(base + k * 2 * D * 16, D * 16, 128);
-    if constexpr (D == 128)
-      wgmma_m64n128k16_rs<1>(o, a[k], desc, true);
-    else
-      wgmma_m64n64k16_rs<1>(o, a[k], desc, true);
-  }
+  for (int k = 0; k < 4; ++k)  // keys 16 k.. = row groups 2 k, 2 k + 1
+#pragma unroll
+    for (int n = 0; n < D / 64; ++n)  // head_dim 64 n.. = chunks 8 n.. of each key row
+      wgmma_m64n64k16_rs<1>(*reinterpret_cast<float(*)[8][4]>(&o[8 * n]), a[k],
+                            wgmma_desc(base + k * 2 * D * 16 + n * 8 * 128, D * 16, 128), true);
   wgmma_commit();
   wgmma_wait<0>();
   wgmma_pin(o);

@@ -1,6 +1,7 @@
 // Warpgroup tensor-core wrappers for sm_90a (wgmma): shared-memory matrix descriptors for the unswizzled
 // ("interleaved") canonical layout, the fence / commit / wait protocol and m64nNk16 bf16 -> fp32 MMAs with A
-// in registers. Generic: no knowledge of attention, MSA or MoE.
+// in registers (N = 64; wider products are several of them over column ranges of B). Generic: no knowledge of
+// attention, MSA or MoE.
 //
 // Unswizzled layout: the operand is made of 8 x 8 "core matrices", each 8 rows of 16 contiguous bytes stored
 // as 128 contiguous bytes. For a K-major operand a row is 8 consecutive K elements of one M/N index; for an
@@ -12,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/mma.cuh"
 
@@ -35,23 +37,23 @@ template <int kPending>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
-// Pins accumulator registers at this point of the program: the wgmma asm statements name them as outputs, so
-// without this the compiler may move reads or writes of them across wgmma_wait (the asm of the wait does
-// not mention them). Call on every accumulator after wgmma_wait and before the first wgmma of a batch.
-template <int kTiles>
-__device__ __forceinline__ void wgmma_pin(float (&d)[kTiles][4]) {
+// Pins registers at this point of the program: accumulators (float), which the wgmma asm statements name as
+// outputs, and A fragments (uint32_t), which the tensor cores may read until wgmma_wait returns. Without it
+// the compiler may move reads or writes of them across wgmma_wait (the asm of the wait does not mention
+// them). Call on every accumulator before the first wgmma of a batch and after wgmma_wait, and on A fragments
+// after wgmma_wait.
+template <typename T, int kRows>
+__device__ __forceinline__ void wgmma_pin(T (&d)[kRows][4]) {
+  static_assert(sizeof(T) == 4, "32-bit registers");
 #pragma unroll
-  for (int j = 0; j < kTiles; ++j)
+  for (int j = 0; j < kRows; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[j][e])::"memory");
-}
-// The same for A fragments in registers, which the tensor cores may read until wgmma_wait returns.
-template <int kSteps>
-__device__ __forceinline__ void wgmma_pin(uint32_t (&a)[kSteps][4]) {
-#pragma unroll
-  for (int j = 0; j < kSteps; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[j][e])::"memory");
+    for (int e = 0; e < 4; ++e) {
+      if constexpr (std::is_same_v<T, float>)
+        asm volatile("" : "+f"(d[j][e])::"memory");
+      else
+        asm volatile("" : "+r"(d[j][e])::"memory");
+    }
 }
 
 // Makes this thread's shared-memory writes (plain stores, cp.async) visible to the async proxy (wgmma, bulk
@@ -64,53 +66,19 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
 // (64 x 16 from shared memory, descriptor `b`); kTransB: B is stored N-major (else K-major).
 template <int kTransB>
 __device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[8][4], const uint32_t (&a)[4], uint64_t b,
-                                                bool accumulate) {
+                                                   bool accumulate) {
   asm volatile(
       "{\n .reg .pred p;\n setp.ne.b32 p, %37, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
       "}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(int(accumulate)), "n"(kTransB));
-}
-
-// d (64 x 128 fp32, fragment [16][4]) (+)= A (64 x 16 bf16, this warp's 16 rows in registers) . B
-// (128 x 16 from shared memory, descriptor `b`); kTransB: B is stored N-major (else K-major).
-template <int kTransB>
-__device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[16][4], const uint32_t (&a)[4], uint64_t b,
-                                                bool accumulate) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-      "}, {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
-        "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
-        "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
-        "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
-        "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
-        "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
-        "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
-        "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
-        "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+        "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
+        "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+        "+f"(d[7][2]), "+f"(d[7][3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(int(accumulate)), "n"(kTransB));
 }
 
