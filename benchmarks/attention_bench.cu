@@ -4,7 +4,8 @@
 // (neighbouring tokens share most blocks). Floors: decode = K + V of the keys each (sequence, KV head)
 // attends, read once; prefill = 4 x heads x dim FLOPs per attended key (the causal half for dense) on the
 // bf16 tensor peak. Launches go through paged_attention (the launcher's own split-K choice, noted per row);
-// attention_decode_splits re-times B = 1 decode at fixed split counts, to check the split heuristic.
+// attention_decode_splits re-times B = 1 decode at fixed split counts, to check the split heuristic;
+// msa_prefill_layer times a whole MSA layer's chunked prefill (index scoring, selection, sparse attention).
 #include <algorithm>
 #include <random>
 #include <string>
@@ -64,9 +65,10 @@ struct Problem {
 };
 
 // seqs[i] = (first position, token count); `table` is [S, max_blocks]; `pages` cache pages (random contents).
+// `share`: take the cache, q, output and workspace of that problem (same token count and pages) instead.
 Problem make_problem(Arena& a, const std::vector<std::pair<int, int>>& seqs,
                      const std::vector<int32_t>& table, int max_blocks, int pages,
-                     const std::vector<int32_t>* selection, uint64_t seed) {
+                     const std::vector<int32_t>* selection, uint64_t seed, const Problem* share = nullptr) {
   Problem pr;
   std::vector<int32_t> seq, pos;
   std::vector<cuda::TokenRange> ranges;
@@ -82,6 +84,13 @@ Problem make_problem(Arena& a, const std::vector<std::pair<int, int>>& seqs,
   pr.meta = {upload(a, seq), upload(a, pos), upload(a, table), max_blocks};
   const cuda::AttentionPlan plan = cuda::plan_attention(ranges, kGroup, kDim);
   pr.tiles = {upload(a, plan.tiles), int(plan.tiles.size()), plan.max_tokens};
+  if (selection) pr.sel = upload(a, *selection);
+  const bool sparse = selection != nullptr;
+  pr.splits = cuda::paged_attention_splits(pr.tiles, kHq, kHkv, kDim, kPage, sparse, kTopk, pr.max_kv_len);
+  if (share != nullptr) {
+    pr.k = share->k, pr.v = share->v, pr.q = share->q, pr.out = share->out, pr.ws = share->ws;
+    return pr;
+  }
   const size_t cache = size_t(pages) * kPage * kSlotElems;
   pr.k = a.get<bf16>(cache);
   pr.v = a.get<bf16>(cache);
@@ -90,9 +99,6 @@ Problem make_problem(Arena& a, const std::vector<std::pair<int, int>>& seqs,
   pr.q = a.get<float>(size_t(pr.T) * kHq * kDim);
   a.fill_f32(pr.q, size_t(pr.T) * kHq * kDim, 1.0f, seed + 2);
   pr.out = a.get<bf16>(size_t(pr.T) * kHq * kDim);
-  if (selection) pr.sel = upload(a, *selection);
-  const bool sparse = selection != nullptr;
-  pr.splits = cuda::paged_attention_splits(pr.tiles, kHq, kHkv, kDim, kPage, sparse, kTopk, pr.max_kv_len);
   const size_t ws = cuda::paged_attention_workspace_floats(pr.tiles, pr.T, kHq, kHkv, kDim, kPage, sparse,
                                                            kTopk, pr.max_kv_len);
   // Room for the fixed-split sweep too (32 splits at most).
@@ -279,6 +285,61 @@ M3_BENCH(attention_sparse_prefill) {
     m.bytes = double(ctx) * kHkv * kDim * 2 * 2 + double(Q) * kHq * kDim * (4 + 2);
     m.flops = 4.0 * kGroup * kDim * keys;
     m.note = splits_note(pr.splits) + "; floor: bf16 tensor peak on the selected keys";
+    report(m);
+  }
+}
+
+// One MSA layer's prefill of an L-token prompt in 8K-token chunks, as the server runs it: per chunk the index
+// scoring of its queries against the index keys so far, the top-16 selection and the sparse attention, all
+// chunks timed together (one graph). The attention reads synthetic selections in which neighbouring tokens
+// share most blocks (prefill_selection): the selection kernel's output on random index data would make every
+// token's choice independent, which a trained indexer's are not; the scores and selections are computed all
+// the same. Floor: the scoring FLOPs (causal) plus the attention FLOPs on the selected keys.
+M3_BENCH(msa_prefill_layer) {
+  constexpr int kChunk = 8192, kIndexHeads = kHkv, kIndexDim = 128;
+  for (int L : {8192, 32768, 131072}) {
+    const std::string shape = "L=" + std::to_string(L) + " in 8K chunks";
+    if (!wanted(opts, "msa_prefill_layer", shape)) continue;
+    Arena a;
+    std::mt19937 rng(L + 5);
+    const int blocks = L / kPage;
+    std::vector<int32_t> table(blocks);
+    for (int b = 0; b < blocks; ++b) table[b] = b;
+    bf16* index_cache = a.get<bf16>(size_t(blocks) * kPage * kIndexDim);
+    a.fill_bf16(index_cache, size_t(blocks) * kPage * kIndexDim, 1.0f, 601);
+    float* index_q = a.get<float>(size_t(kChunk) * kIndexHeads * kIndexDim);
+    a.fill_f32(index_q, size_t(kChunk) * kIndexHeads * kIndexDim, 1.0f, 602);
+    float* scores = a.get<float>(size_t(kChunk) * kIndexHeads * blocks);
+    int32_t* chosen = a.get<int32_t>(size_t(kChunk) * kIndexHeads * kTopk);
+    std::vector<Problem> chunks;
+    chunks.reserve(L / kChunk);
+    double flops = 0;
+    for (int first = 0; first < L; first += kChunk) {
+      double keys = 0;
+      const std::vector<int32_t> sel = prefill_selection(rng, first, kChunk, keys);
+      chunks.push_back(make_problem(a, {{first, kChunk}}, table, blocks, blocks, &sel, 700,
+                                    chunks.empty() ? nullptr : &chunks.front()));
+      flops += 4.0 * kGroup * kDim * keys +
+               2.0 * kIndexDim * kIndexHeads * (double(first) * kChunk + double(kChunk) * (kChunk + 1) / 2);
+    }
+    const float scale = 0.08838834764831845f;  // 1 / sqrt(128)
+    Measurement m;
+    m.kernel = "msa_prefill_layer";
+    m.shape = shape;
+    m.us = time_us(
+        [&](cudaStream_t s) {
+          for (const Problem& pr : chunks) {
+            cuda::msa_block_scores(index_q, index_cache, pr.meta, kChunk, kIndexHeads, kIndexDim, kPage,
+                                   blocks, scores, s, kChunk);
+            cuda::msa_select(scores, pr.meta, kChunk, kIndexHeads, blocks, kPage, kTopk, 1, 0, chosen, s);
+            cuda::paged_attention(pr.q, pr.k, pr.v, pr.meta, pr.sel, kTopk, pr.tiles, pr.T, kHq, kHkv, kDim,
+                                  kPage, pr.max_kv_len, scale, pr.ws, pr.out, s);
+          }
+        },
+        nullptr, opts.iters);
+    m.bytes = double(L) * (kIndexDim + 2 * kSlotElems) * 2;  // index keys, K and V read at least once
+    m.flops = flops;
+    m.note = "score + select + sparse attention per chunk; dense: tools/gpu/dense_reference.py";
     report(m);
   }
 }
