@@ -41,7 +41,7 @@ struct Line {
 };
 
 std::vector<Line> read_lines(std::istream& in, const GenerationDefaults& defaults, const Tokenizer* tok,
-                             const ServingContext* chat) {
+                             const PromptModel* chat) {
   std::vector<Line> lines;
   std::string text;
   for (int number = 1; std::getline(in, text); ++number) {
@@ -79,15 +79,16 @@ int kv_pages_needed(const ModelConfig& c, const std::vector<Line>& lines, const 
 int run(const GenerateArgs& a) {
   GenerationDefaults defaults = load_generation_defaults(a.model);
   std::optional<Tokenizer> tok;
-  std::optional<ServingContext> chat;  // the server's prompt renderer (no engine)
+  std::optional<chat::ChatTemplate> chat_template;
+  SpecialTokenStrings special;
+  std::optional<PromptModel> chat;  // the server's prompt renderer
   const std::filesystem::path dir(a.model);
   if (std::filesystem::exists(dir / "tokenizer.json")) {
     tok = Tokenizer::load((dir / "tokenizer.json").string());
     if (std::filesystem::exists(dir / "chat_template.jinja")) {
-      const SpecialTokenStrings special = load_special_token_strings(a.model);
-      chat.emplace(ServingContext{nullptr, *tok,
-                                  chat::ChatTemplate::from_file((dir / "chat_template.jinja").string()),
-                                  special.bos, special.eos});
+      special = load_special_token_strings(a.model);
+      chat_template = chat::ChatTemplate::from_file((dir / "chat_template.jinja").string());
+      chat.emplace(PromptModel{*tok, *chat_template, special.bos, special.eos});
     }
   }
   std::vector<Line> lines;

@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "chat/api/chat_prompt.h"
 #include "common/error.h"
-#include "server/chat_prompt.h"
 
 namespace m3 {
 namespace {
@@ -53,11 +53,18 @@ GenerationDefaults load_generation_defaults(const std::string& model_dir) {
   d.sampling.top_p = static_cast<float>(number(g, "top_p", d.sampling.top_p));
   d.sampling.top_k = static_cast<int>(integer(g, "top_k", d.sampling.top_k));
   if (g.contains("do_sample") && g["do_sample"] == false) d.sampling.temperature = 0;
+  if (g.contains("max_new_tokens")) {  // vLLM takes it as the default max_tokens
+    const int64_t n = integer(g, "max_new_tokens", 0);
+    if (n < 1 || n > (1 << 30))
+      fail(ErrorKind::kCorruptData, p.string() + ": max_new_tokens must be a positive integer");
+    d.max_tokens = static_cast<int>(n);
+    d.max_new_tokens = static_cast<int>(n);
+  }
   return d;
 }
 
 GenerationRequest parse_generation_request(const json& j, const GenerationDefaults& d, const Tokenizer* tok,
-                                           const ServingContext* chat) {
+                                           const PromptModel* chat) {
   if (!j.is_object()) fail(ErrorKind::kInvalidArgument, "a request must be a JSON object");
   GenerationRequest out;
   Request& r = out.request;
@@ -72,14 +79,10 @@ GenerationRequest parse_generation_request(const json& j, const GenerationDefaul
     if (!chat)
       fail(ErrorKind::kInvalidArgument,
            "'messages' need a tokenizer and a chat template, which this model lacks");
-    try {
-      r.prompt = render_chat_prompt(*chat, j["messages"], j.contains("tools") ? j["tools"] : json(),
-                                    j.value("add_generation_prompt", true),
-                                    j.contains("chat_template_kwargs") ? j["chat_template_kwargs"] : json())
-                     .ids;
-    } catch (const ApiException& e) {
-      fail(ErrorKind::kInvalidArgument, e.error.message);
-    }
+    r.prompt = render_chat_prompt(*chat, j["messages"], j.contains("tools") ? j["tools"] : json(),
+                                  j.value("add_generation_prompt", true),
+                                  j.contains("chat_template_kwargs") ? j["chat_template_kwargs"] : json())
+                   .ids;
   } else {
     fail(ErrorKind::kInvalidArgument, "missing 'prompt_token_ids' (or 'prompt' / 'messages')");
   }

@@ -3,19 +3,21 @@
 // the field; the caller adds the line number.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "chat/api/chat_prompt.h"
 #include "engine/engine.h"
-#include "server/api_server.h"
 #include "tokenizer/tokenizer.h"
 
 namespace m3 {
 
 struct GenerationDefaults {
-  SamplingParams sampling;  // temperature / top_p / top_k from generation_config.json when present
-  int max_tokens = 16;
+  SamplingParams sampling;            // temperature / top_p / top_k from generation_config.json when present
+  int max_tokens = 16;                // `m3 generate`'s default: max_new_tokens when the model sets it
+  std::optional<int> max_new_tokens;  // generation_config.json's, the server's default max_tokens
 };
 
 GenerationDefaults load_generation_defaults(const std::string& model_dir);
@@ -31,6 +33,6 @@ struct GenerationRequest {
 // field.
 GenerationRequest parse_generation_request(const nlohmann::ordered_json& line,
                                            const GenerationDefaults& defaults, const Tokenizer* tok,
-                                           const ServingContext* chat);
+                                           const PromptModel* chat);
 
 }  // namespace m3

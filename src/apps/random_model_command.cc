@@ -10,9 +10,9 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/random_init.h"
 #include "config/model_config.h"
 #include "loader/safetensors_writer.h"
-#include "common/random_init.h"
 #include "model/random_model.h"
 #include "model/weight_layout.h"
 
@@ -25,7 +25,24 @@ struct RandomModelArgs {
   uint64_t seed = 0;
   double shard_gb = 5.0;
   bool config_only = false;
+  int max_new_tokens = -1;  // -1: 256 for the tiny demo preset, none for m3; 0: none
 };
+
+// generation_config.json's max_new_tokens (the server's default max_tokens), merged into the copied file. The
+// tiny preset is the bundled demo: its noise should end in seconds when a request sets no max_tokens.
+void write_max_new_tokens(const RandomModelArgs& a) {
+  const int n = a.max_new_tokens >= 0 ? a.max_new_tokens : a.preset == "tiny" ? 256 : 0;
+  if (n == 0) return;
+  const fs::path path = fs::path(a.out) / "generation_config.json";
+  nlohmann::json g = nlohmann::json::object();
+  if (fs::exists(path)) {
+    std::ifstream in(path);
+    g = nlohmann::json::parse(in, nullptr, false);
+    if (!g.is_object()) fail(ErrorKind::kCorruptData, path.string() + ": not a JSON object");
+  }
+  g["max_new_tokens"] = n;
+  std::ofstream(path) << g.dump(2) << "\n";
+}
 
 int run(const RandomModelArgs& a) {
   ModelConfig c = random_model_config(a.preset, a.layers);
@@ -40,6 +57,7 @@ int run(const RandomModelArgs& a) {
       fs::path src = fs::path(a.tokenizer_from) / name;
       if (fs::exists(src)) fs::copy_file(src, fs::path(a.out) / name, fs::copy_options::overwrite_existing);
     }
+  write_max_new_tokens(a);
 
   if (a.config_only) {  // for `m3 serve --load-format dummy`: weights generated on the device at load
     log_info("wrote the config (no weights) of a random ", a.preset, " model to ", a.out);
@@ -107,9 +125,13 @@ void register_random_model_command(CLI::App& app, int& exit_code) {
       "--tokenizer-from", args->tokenizer_from,
       "Copy tokenizer.json, tokenizer_config.json, chat_template.jinja, generation_config.json from DIR");
   cmd->add_option("--seed", args->seed, "Random seed");
+  cmd->add_option("--max-new-tokens", args->max_new_tokens,
+                  "generation_config.json max_new_tokens, the server's default max_tokens (default: 256 for "
+                  "tiny, none for m3; 0: none)");
   cmd->add_option("--shard-gb", args->shard_gb, "Largest shard size");
-  cmd->add_flag("--config-only", args->config_only,
-                "Write config.json (and the tokenizer files) but no weights: serve it with --load-format dummy");
+  cmd->add_flag(
+      "--config-only", args->config_only,
+      "Write config.json (and the tokenizer files) but no weights: serve it with --load-format dummy");
   cmd->callback([args, &exit_code] { exit_code = run(*args); });
 }
 

@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/api/chat_prompt.h"
 #include "common/error.h"
 #include "server/api_error.h"
-#include "server/chat_prompt.h"
 #include "server/json_body.h"
 #include "tokenizer/tokenizer_config.h"
 
@@ -44,17 +44,14 @@ int tokenize(const TokenizeArgs& a) {
     const std::string tmpl =
         a.chat_template.empty() ? (dir / "chat_template.jinja").string() : a.chat_template;
     const SpecialTokenStrings special = load_special_token_strings(a.dir);
-    ServingContext ctx{nullptr, tok, chat::ChatTemplate::from_file(tmpl), special.bos, special.eos};
-    try {
-      ChatPrompt p = render_chat_prompt(
-          ctx, req["messages"], req.contains("tools") ? req["tools"] : nlohmann::ordered_json(),
-          opt_bool(req, "add_generation_prompt").value_or(true),
-          req.contains("chat_template_kwargs") ? req["chat_template_kwargs"] : nlohmann::ordered_json(),
-          /*allow_media=*/true);
-      out = {{"tokens", p.ids}, {"prompt", p.text}};
-    } catch (const ApiException& e) {
-      fail(ErrorKind::kInvalidArgument, e.error.message);
-    }
+    const chat::ChatTemplate chat_template = chat::ChatTemplate::from_file(tmpl);
+    ChatPrompt p = render_chat_prompt(
+        {tok, chat_template, special.bos, special.eos}, req["messages"],
+        req.contains("tools") ? req["tools"] : nlohmann::ordered_json(),
+        opt_bool(req, "add_generation_prompt").value_or(true),
+        req.contains("chat_template_kwargs") ? req["chat_template_kwargs"] : nlohmann::ordered_json(),
+        /*allow_media=*/true);
+    out = {{"tokens", p.ids}, {"prompt", p.text}};
   } else if (req.contains("prompt") && req["prompt"].is_string()) {
     const std::string text = req["prompt"].get<std::string>();
     out = {{"tokens", tok.encode(text)}, {"prompt", text}};

@@ -19,17 +19,25 @@ enum class ErrorKind {
 
 class Error : public std::runtime_error {
  public:
-  Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+  Error(ErrorKind kind, const std::string& message, std::string param = "")
+      : std::runtime_error(message), kind_(kind), param_(std::move(param)) {}
   ErrorKind kind() const { return kind_; }
+  const std::string& param() const { return param_; }  // the request field at fault, when one is
 
  private:
   ErrorKind kind_;
+  std::string param_;
 };
 
 const char* error_kind_name(ErrorKind kind);
 
 [[noreturn]] inline void fail(ErrorKind kind, const std::string& message) {
   throw Error(kind, message);
+}
+
+// A request field that is wrong: kInvalidArgument naming the field (the server reports it as `param`).
+[[noreturn]] inline void fail_field(const std::string& message, const std::string& param) {
+  throw Error(ErrorKind::kInvalidArgument, message, param);
 }
 
 // Throws kInternal when an invariant the code itself guarantees does not hold (never for user input).

@@ -73,6 +73,13 @@ void Engine::validate(const Request& r) const {
   }
   if (r.min_tokens < 0 || r.min_tokens > r.max_tokens)
     fail(ErrorKind::kInvalidArgument, "min_tokens must be in [0, max_tokens]");
+  if (const auto& tb = r.thinking_budget) {
+    if (tb->budget < 0) fail(ErrorKind::kInvalidArgument, "the thinking budget must be >= 0");
+    for (int32_t t : {tb->start_token, tb->end_token})
+      if (t < 0 || t >= c.vocab_size)
+        fail(ErrorKind::kInvalidArgument,
+             "the thinking budget's marker token " + std::to_string(t) + " is outside the vocabulary");
+  }
 }
 
 int64_t Engine::add(Request r) {
@@ -93,7 +100,8 @@ int64_t Engine::add(Request r) {
     penalties.prompt_tokens.erase(std::unique(penalties.prompt_tokens.begin(), penalties.prompt_tokens.end()),
                                   penalties.prompt_tokens.end());
   }
-  active_.emplace(id, Active{std::move(r), seed, 0, std::move(penalties)});
+  const bool thinking = r.thinking_budget && r.thinking_budget->starts_inside;
+  active_.emplace(id, Active{std::move(r), seed, 0, std::move(penalties), thinking, 0});
   return id;
 }
 
@@ -109,6 +117,21 @@ EngineStats Engine::stats() const {
   s.kv_pages_total = sched_.pool().num_pages();
   s.kv_pages_free = sched_.pool().num_free();
   return s;
+}
+
+int32_t Engine::apply_thinking_budget(Active& a, int32_t sampled) {
+  const auto& tb = a.req.thinking_budget;
+  if (!tb) return sampled;
+  const int32_t token = a.thinking && a.thinking_tokens >= tb->budget ? tb->end_token : sampled;
+  if (token == tb->start_token) {
+    a.thinking = true;
+    a.thinking_tokens = 0;
+  } else if (token == tb->end_token) {
+    a.thinking = false;
+  } else if (a.thinking) {
+    ++a.thinking_tokens;
+  }
+  return token;
 }
 
 FinishReason Engine::check_stop(const Active& a, int32_t token) const {
@@ -203,11 +226,11 @@ std::vector<TokenEvent> Engine::step() {
     const int64_t id = sampled_ids[row];
     Active& a = active_.at(id);
     std::optional<TokenLogprobs> logprobs;
-    const int32_t token = on_device
-                              ? out.sampled[row]
+    int32_t token = on_device ? out.sampled[row]
                               : sample_on_host(a, out.logits.data() + row * out.vocab, out.vocab, &logprobs);
     if (token < 0 || token >= config().vocab_size)
       fail(ErrorKind::kInternal, "sampled token id " + std::to_string(token) + " is outside the vocabulary");
+    token = apply_thinking_budget(a, token);
     ++a.penalties.output_counts[token];
     ++a.generated;
     ++counters_.generated_tokens;

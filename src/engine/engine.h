@@ -25,6 +25,15 @@ struct EngineOptions {
   int64_t max_model_len = 0;  // 0: the model's max_position_embeddings, capped by the KV pool
 };
 
+// A cap on reasoning (Anthropic thinking.budget_tokens, vLLM thinking_token_budget): once a reasoning span
+// (after `start_token`, or from the first token when the prompt already opened one) has `budget` tokens, the
+// next token is `end_token` whatever was sampled, and generation goes on with the answer.
+struct ThinkingBudget {
+  int budget = 0;
+  int32_t start_token = -1, end_token = -1;
+  bool starts_inside = false;
+};
+
 struct Request {
   std::vector<int32_t> prompt;
   int max_tokens = 16;
@@ -33,6 +42,7 @@ struct Request {
   std::optional<uint64_t> seed;
   bool ignore_eos = false;
   std::vector<int32_t> stop_token_ids;
+  std::optional<ThinkingBudget> thinking_budget;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort };
@@ -44,7 +54,7 @@ struct TokenEvent {
   FinishReason finish = FinishReason::kNone;  // set on the request's last event
   int32_t stop_token = -1;                    // the stop token id / EOS that finished it (finish == kStop)
   bool is_eos = false;  // stop_token is an EOS id rather than one of the request's stop_token_ids
-  std::optional<TokenLogprobs> logprobs;      // when the request asked for logprobs
+  std::optional<TokenLogprobs> logprobs;  // when the request asked for logprobs
 };
 
 struct EngineStats {
@@ -80,11 +90,14 @@ class Engine {
     uint64_t seed = 0;  // the request's seed or a random one; draw i is sample_uniform(seed, i)
     int generated = 0;
     PenaltyState penalties;
+    bool thinking = false;    // inside a reasoning span (only tracked with a thinking budget)
+    int thinking_tokens = 0;  // tokens of the current span
   };
   // Bias, penalties and min_tokens bans for the request's next token.
   std::vector<LogitAdjustment> adjustments(const Active& a) const;
   int32_t sample_on_host(Active& a, float* logits, int32_t vocab, std::optional<TokenLogprobs>* logprobs);
   FinishReason check_stop(const Active& a, int32_t token) const;
+  static int32_t apply_thinking_budget(Active& a, int32_t sampled);
 
   std::unique_ptr<ModelBackend> backend_;
   EngineOptions opt_;

@@ -65,6 +65,38 @@ TEST(Engine, StopTokenAndLengthFinishReasons) {
   EXPECT_EQ(out[id2].size(), 3u);
 }
 
+// A thinking budget closes the reasoning span with its end token once the span has `budget` tokens; the
+// tokens before the cut are the model's own, and a span the prompt opened counts from the first token.
+TEST(Engine, ThinkingBudgetForcesTheEndOfTheSpan) {
+  auto golden = load_golden("m3-tiny-msa");
+  const std::vector<int32_t>& ref = golden[3].output;
+  ASSERT_GE(ref.size(), 5u);
+  ASSERT_TRUE(ref[2] != ref[1] && ref[3] != ref[1]) << "the fixture's tokens 2-3 must not reopen the span";
+  const int32_t end = ref[4] == 7 ? 8 : 7;  // a token the model would not produce at step 4
+  {
+    Engine e(load_fixture("m3-tiny-msa"), {});
+    Request r = greedy(golden[3].prompt, 6);
+    r.thinking_budget = ThinkingBudget{2, ref[1], end, false};  // the model "opens" a span at step 1
+    const int64_t id = e.add(r);
+    auto out = run_all(e)[id];
+    ASSERT_EQ(out.size(), 6u);
+    EXPECT_EQ(std::vector<int32_t>(out.begin(), out.begin() + 4),
+              std::vector<int32_t>(ref.begin(), ref.begin() + 4));
+    EXPECT_EQ(out[4], end) << "two span tokens, then the end token";
+  }
+  {
+    Engine e(load_fixture("m3-tiny-msa"), {});
+    Request r = greedy(golden[3].prompt, 3);
+    r.thinking_budget = ThinkingBudget{0, ref[1] == 5 ? 6 : 5, end, /*starts_inside=*/true};
+    const int64_t id = e.add(r);
+    EXPECT_EQ(run_all(e)[id][0], end) << "a zero budget in an open span ends it at once";
+  }
+  Engine e(load_fixture("m3-tiny-msa"), {});
+  Request bad = greedy(golden[3].prompt, 3);
+  bad.thinking_budget = ThinkingBudget{4, -1, end, false};
+  EXPECT_THROW(e.add(bad), Error);
+}
+
 TEST(Engine, SeededSamplingDoesNotDependOnTheBatch) {
   auto sampled = [](bool crowded) {
     Engine e(load_fixture("m3-tiny-msa"), {});

@@ -2,11 +2,13 @@
 // Special-token text in client-written strings (user / system / tool content, tool-call arguments, tool
 // definitions) is tokenized as plain text, never as the special token (landscape.md §4.9 row 40): it is
 // swapped for private-use placeholders before rendering and encoded without special-token matching after.
-#include "server/chat_prompt.h"
+#include "chat/api/chat_prompt.h"
 
 #include <set>
 
+#include "chat/template/value.h"
 #include "common/error.h"
+#include "common/log.h"
 
 namespace m3 {
 namespace {
@@ -97,56 +99,86 @@ std::pair<std::vector<int32_t>, std::string> encode_protected(const Tokenizer& t
   return {std::move(ids), std::move(restored)};
 }
 
+// The template refused the conversation. Its author's raise_exception text is meant for users and is kept;
+// anything else is an interpreter detail, logged here and replaced by a message naming the first message the
+// template cannot render (found by rendering ever longer prefixes; this is the error path only).
+[[noreturn]] void template_refused(const chat::ChatTemplate& tmpl, const chat::ChatRenderInput& in,
+                                   const jinja::TemplateError& e) {
+  std::string culprit;
+  chat::ChatRenderInput prefix = in;
+  prefix.add_generation_prompt = false;
+  for (size_t n = 1; n <= in.messages.size() && culprit.empty(); ++n) {
+    prefix.messages = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < n; ++i) prefix.messages.push_back(in.messages[i]);
+    try {
+      tmpl.render(prefix);
+    } catch (const Error&) {
+      culprit = "messages[" + std::to_string(n - 1) + "]";
+    }
+  }
+  if (e.user_raised()) fail_field((culprit.empty() ? "" : culprit + ": ") + e.bare_message(), "messages");
+  log_warn("chat template error: ", e.what());
+  fail_field((culprit.empty() ? std::string("the conversation") : culprit) +
+                 " cannot be rendered by the model's chat template (check its role, content and tool "
+                 "calls)",
+             "messages");
+}
+
 }  // namespace
 
-ChatPrompt render_chat_prompt(const ServingContext& ctx, const nlohmann::ordered_json& messages,
+ChatPrompt render_chat_prompt(const PromptModel& ctx, const nlohmann::ordered_json& messages,
                               const nlohmann::ordered_json& tools, bool add_generation_prompt,
                               const nlohmann::ordered_json& kwargs, bool allow_media) {
-  if (!messages.is_array()) reject("'messages' must be a list", "messages");
-  if (messages.empty()) reject("'messages' must not be empty", "messages");
+  if (!messages.is_array()) fail_field("'messages' must be a list", "messages");
+  if (messages.empty()) fail_field("'messages' must not be empty", "messages");
   static const std::set<std::string> roles = {"root", "system", "developer", "user", "assistant", "tool"};
   for (size_t i = 0; i < messages.size(); ++i) {
     const auto& m = messages[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object()) reject(where + " must be an object", "messages");
-    if (!m.contains("role") || !m["role"].is_string()) reject(where + ".role is missing", "messages");
+    if (!m.is_object()) fail_field(where + " must be an object", "messages");
+    if (!m.contains("role") || !m["role"].is_string()) fail_field(where + ".role is missing", "messages");
     if (!roles.count(m["role"].get<std::string>()))
-      reject(where + ".role '" + m["role"].get<std::string>() +
-                 "' is not one of root, system, developer, user, assistant, tool",
-             "messages");
+      fail_field(where + ".role '" + m["role"].get<std::string>() +
+                     "' is not one of root, system, developer, user, assistant, tool",
+                 "messages");
     if (!allow_media && m.contains("content") && m["content"].is_array())
       for (const auto& part : m["content"]) {
         const std::string type = part.is_object() ? part.value("type", "") : "";
         if (type.find("image") != std::string::npos || type.find("video") != std::string::npos ||
             type.find("audio") != std::string::npos)
-          reject(where + ": " + type + " input is not supported by this server (text only)", "messages");
+          fail_field(where + ": " + type + " input is not supported by this server (text only)", "messages");
       }
   }
   if (!kwargs.is_null() && !kwargs.is_object())
-    reject("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    fail_field("'chat_template_kwargs' must be an object", "chat_template_kwargs");
 
   ChatPrompt p;
   chat::ChatRenderInput in;
   const std::vector<std::string> specials = protected_strings(ctx.tokenizer);
   try {
     in.messages = chat::normalize_messages(messages, ctx.chat_template.content_format());
-    for (auto& m : in.messages) {
-      if (m.value("role", "") != "assistant" && m.contains("content")) protect(m["content"], specials);
-      if (m.contains("tool_calls")) protect(m["tool_calls"], specials);
-    }
-    if (!tools.is_null()) {
-      if (!tools.is_array()) reject("'tools' must be a list", "tools");
-      p.tools = chat::normalize_tools(tools);
-      in.tools = p.tools;
-      protect(in.tools, specials);
-    }
-    in.add_generation_prompt = add_generation_prompt;
-    in.kwargs = kwargs;
-    in.bos_token = ctx.bos_token;
-    in.eos_token = ctx.eos_token;
-    p.text = ctx.chat_template.render(in);
   } catch (const Error& e) {
-    reject(std::string("chat template: ") + e.what(), "messages");
+    if (!e.param().empty()) throw;
+    throw Error(e.kind(), e.what(), "messages");
+  }
+  for (auto& m : in.messages) {
+    if (m.value("role", "") != "assistant" && m.contains("content")) protect(m["content"], specials);
+    if (m.contains("tool_calls")) protect(m["tool_calls"], specials);
+  }
+  if (!tools.is_null()) {
+    if (!tools.is_array()) fail_field("'tools' must be a list", "tools");
+    p.tools = chat::normalize_tools(tools);
+    in.tools = p.tools;
+    protect(in.tools, specials);
+  }
+  in.add_generation_prompt = add_generation_prompt;
+  in.kwargs = kwargs;
+  in.bos_token = ctx.bos_token;
+  in.eos_token = ctx.eos_token;
+  try {
+    p.text = ctx.chat_template.render(in);
+  } catch (const jinja::TemplateError& e) {
+    template_refused(ctx.chat_template, in, e);
   }
   p.thinking = infer_thinking_start(p.text);  // placeholders still in: client text cannot decide it
   std::tie(p.ids, p.text) = encode_protected(ctx.tokenizer, p.text, specials);
