@@ -68,7 +68,9 @@ int run_serve(ServeConfig& cfg) {
   cfg.model_dir = resolve_model_dir(cfg.model);
   const ModelConfig model = load_model_config(cfg.model_dir);
   finalize_serve_config(cfg, model);
-  cfg.server.default_sampling = load_generation_defaults(cfg.model_dir).sampling;
+  const GenerationDefaults generation = load_generation_defaults(cfg.model_dir);
+  cfg.server.default_sampling = generation.sampling;
+  cfg.server.default_max_tokens = generation.max_new_tokens;
 
   // Signals are taken by one thread with sigwait, so no handler runs inside library code.
   sigset_t signals;
@@ -103,7 +105,8 @@ int run_serve(ServeConfig& cfg) {
 
   std::optional<StatsLogger> stats;
   if (!cfg.disable_log_stats)
-    stats.emplace(*ctx->engine, std::chrono::milliseconds(static_cast<int64_t>(cfg.log_stats_interval_s * 1000)));
+    stats.emplace(*ctx->engine,
+                  std::chrono::milliseconds(static_cast<int64_t>(cfg.log_stats_interval_s * 1000)));
 
   int sig = 0;
   sigwait(&signals, &sig);
@@ -117,13 +120,18 @@ int run_serve(ServeConfig& cfg) {
   });
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(static_cast<int64_t>(cfg.server.shutdown_timeout_s * 1000));
-  while (ctx->engine->in_flight() > 0 && !forced && std::chrono::steady_clock::now() < deadline)
+  // In flight: requests the engine still runs, and answers whose last bytes are still being written.
+  auto busy = [&] { return ctx->engine->in_flight() > 0 || server.open_answers() > 0; };
+  while (busy() && !forced && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   if (ctx->engine->in_flight() > 0)
     log_warn("aborting ", ctx->engine->in_flight(), " request(s) at shutdown");
   stats.reset();
   ctx->engine->stop();  // aborts what is left; their streams end with finish_reason "abort"
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let handlers write their last events
+  // The aborted answers end with their abort events; give their writes a moment before the sockets close.
+  const auto flush_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (server.open_answers() > 0 && std::chrono::steady_clock::now() < flush_deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   server.stop();
   http.join();
   second.detach();

@@ -45,9 +45,16 @@ void add_serve_flags(CLI::App& cmd, ServeConfig& c) {
   cmd.add_option("--kv-cache-dtype", c.kv_cache_dtype, "auto | bfloat16 | fp8");
   cmd.add_option("--dtype", c.dtype, "auto | bfloat16");
   cmd.add_option("--quantization", c.quantization, "Checkpoint quantization (read from config.json; mxfp8)");
-  cmd.add_option("--reasoning-parser,--reasoning_parser", c.reasoning_parser, "minimax_m3");
-  cmd.add_option("--tool-call-parser,--tool_parser,--tool-parser", c.tool_parser, "minimax_m3");
-  cmd.add_flag("--enable-auto-tool-choice", s.auto_tool_choice, "Let the model decide when to call tools");
+  cmd.add_option("--reasoning-parser,--reasoning_parser", c.reasoning_parser,
+                 "minimax_m3 | none (default for a MiniMax-M3 checkpoint: minimax_m3)");
+  cmd.add_option("--tool-call-parser,--tool_parser,--tool-parser", c.tool_parser,
+                 "minimax_m3 | none (default for a MiniMax-M3 checkpoint: minimax_m3)");
+  cmd.add_flag_function(
+      "--enable-auto-tool-choice", [&c](int64_t) { c.auto_tool_choice = true; },
+      "Let the model decide when to call tools (default: on with the minimax_m3 tool parser)");
+  cmd.add_flag_function(
+      "--no-enable-auto-tool-choice", [&c](int64_t) { c.auto_tool_choice = false; },
+      "Answer tool_choice \"auto\" with a 400, as vLLM does without --enable-auto-tool-choice");
   cmd.add_option("--chat-template,--chat_template", c.chat_template,
                  "Jinja chat template file (default: the model's)");
   cmd.add_option("--extra-llm-api-options,--extra_llm_api_options,--config", c.extra_options_yaml,
@@ -55,7 +62,27 @@ void add_serve_flags(CLI::App& cmd, ServeConfig& c) {
   cmd.add_option("--max-logprobs", s.max_logprobs, "Cap on logprobs / top_logprobs");
   cmd.add_option("--max-queued-requests,--max-pending", c.max_pending, "Requests in flight before 429");
   cmd.add_option("--shutdown-timeout", s.shutdown_timeout_s, "Seconds in-flight requests get after SIGTERM");
-  cmd.add_option("--max-body-bytes", s.max_body_bytes, "Largest request body (413 above)");
+  cmd.add_option("--max-body-bytes", s.http.max_body_bytes,
+                 "Largest request body, also after gzip / deflate / br decoding (413 above)");
+  cmd.add_option("--max-connections", s.http.max_connections, "Open HTTP connections (503 beyond)")
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--timeout-keep-alive", s.http.idle_timeout_s,
+                 "Seconds an idle keep-alive connection is kept open")
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--http-header-timeout", s.http.header_timeout_s,
+                 "Seconds a client has to send a request's headers (408 after)")
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--http-body-timeout", s.http.body_timeout_s,
+                 "Seconds a client has to send a request's body (408 after)")
+      ->check(CLI::PositiveNumber);
+  cmd.add_flag_function(
+      "--disable-request-decompression", [&s](int64_t) { s.http.decompress = false; },
+      "Refuse compressed request bodies (415) instead of inflating them");
+  cmd.add_option("--http-io-threads", s.http.io_threads, "HTTP I/O threads (0: up to 4)")
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--api-worker-threads", s.worker_threads,
+                 "Threads for request parsing, prompts and response text (0: one per core)")
+      ->check(CLI::NonNegativeNumber);
   cmd.add_option("--num-kv-pages", c.num_kv_pages, "KV pages (cpu; default from --kv-cache-gb)");
   cmd.add_option("--kv-cache-gb", c.kv_cache_gb, "KV pool size (cpu)");
   cmd.add_option("--load-format", c.load_format,
@@ -159,10 +186,13 @@ void merge_yaml(ServeConfig& c, const ModelConfig& model) {
   }
 }
 
-std::string parser_name(const std::string& flag, const std::string& v) {
-  if (v.empty()) return v;
-  if (v == "minimax_m3" || v == "minimax-m3" || v == "minimax") return "minimax_m3";
-  fail(ErrorKind::kInvalidArgument, flag + " '" + v + "' is not supported (available: minimax_m3)");
+// A parser flag's value: true for minimax_m3, false for none; unset, the MiniMax-M3 family's parsers are the
+// default (the SGLang and TensorRT-LLM guides start the server without parser flags and expect tool calls).
+bool parser_enabled(const std::string& flag, const std::string& v, const ModelConfig& model) {
+  if (v.empty()) return model.architecture.rfind("MiniMaxM3", 0) == 0;
+  if (v == "minimax_m3" || v == "minimax-m3" || v == "minimax") return true;
+  if (v == "none") return false;
+  fail(ErrorKind::kInvalidArgument, flag + " '" + v + "' is not supported (available: minimax_m3, none)");
 }
 
 }  // namespace
@@ -198,10 +228,11 @@ void finalize_serve_config(ServeConfig& c, const ModelConfig& model) {
                                             " does not match the checkpoint (" +
                                             (mx ? "mxfp8" : "unquantized") + ")");
   }
-  c.server.reasoning_parser = !parser_name("--reasoning-parser", c.reasoning_parser).empty();
-  c.server.tool_parser = !parser_name("--tool-call-parser", c.tool_parser).empty();
-  if (c.server.auto_tool_choice && !c.server.tool_parser)
+  c.server.reasoning_parser = parser_enabled("--reasoning-parser", c.reasoning_parser, model);
+  c.server.tool_parser = parser_enabled("--tool-call-parser", c.tool_parser, model);
+  if (c.auto_tool_choice.value_or(false) && !c.server.tool_parser)
     fail(ErrorKind::kInvalidArgument, "--enable-auto-tool-choice needs --tool-call-parser minimax_m3");
+  c.server.auto_tool_choice = c.auto_tool_choice.value_or(c.server.tool_parser);
   if (c.server.served_model_names.empty()) c.server.served_model_names.push_back(c.model);
   c.server.model_root = c.model;
   for (const auto& f : c.ignored_flags) log_info("accepted ", f, " (no effect in m3serve)");

@@ -4,6 +4,7 @@
 // error naming the flag. Backend-choice flags of the peers (attention/MoE backends) are accepted and logged.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,11 +29,12 @@ struct ServeConfig {
   std::string kv_cache_dtype = "auto";
   std::string dtype = "auto";
   std::string quantization;
-  std::string reasoning_parser, tool_parser, chat_template;
+  std::string reasoning_parser, tool_parser, chat_template;  // parsers: "" = the model family's default
+  std::optional<bool> auto_tool_choice;                      // unset: on when the tool parser is
   std::string extra_options_yaml;
   int num_kv_pages = 0;
   double kv_cache_gb = 4.0;
-  bool enforce_eager = false;  // cuda: no CUDA graphs for decode steps
+  bool enforce_eager = false;        // cuda: no CUDA graphs for decode steps
   std::string load_format = "auto";  // auto | safetensors | dummy (random weights on the device)
   size_t max_pending = 4096;
   bool disable_log_stats = false;

@@ -17,11 +17,19 @@ bool RequestStream::next(TokenEvent* event, std::chrono::milliseconds timeout) {
 }
 
 void RequestStream::push(TokenEvent event) {
+  std::function<void()> listener;
   {
     std::lock_guard<std::mutex> lock(mu_);
     events_.push_back(std::move(event));
+    listener = listener_;
   }
   cv_.notify_one();
+  if (listener) listener();
+}
+
+void RequestStream::set_listener(std::function<void()> fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  listener_ = std::move(fn);
 }
 
 AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine, AsyncEngineOptions options)

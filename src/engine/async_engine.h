@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,12 +22,17 @@ class RequestStream {
   explicit RequestStream(int64_t id) : id_(id) {}
   int64_t id() const { return id_; }
   // Blocks until an event arrives (true) or `timeout` passes (false). After the finishing event, returns
-  // false.
+  // false. A zero timeout polls.
   bool next(TokenEvent* event, std::chrono::milliseconds timeout);
+  // For event-driven readers: `fn` runs on the engine thread after each event is queued (it must only
+  // schedule work, never block). Events queued before it was set are not announced: read them after setting.
+  void set_listener(std::function<void()> fn);
 
  private:
   friend class AsyncEngine;
   void push(TokenEvent event);
+
+  std::function<void()> listener_;  // guarded by mu_ when set; called outside it
 
   const int64_t id_;
   std::mutex mu_;

@@ -3,11 +3,10 @@
 // `thinking.type` becomes the template's thinking_mode. Output goes through the same GenerationRun /
 // OutputProcessor as the OpenAI routes and is rendered as thinking / text / tool_use blocks, or as
 // Anthropic's SSE event sequence.
-#include <httplib.h>
+#include <map>
 
-#include <set>
-
-#include "server/chat_prompt.h"
+#include "chat/api/anthropic_request.h"
+#include "chat/api/chat_prompt.h"
 #include "server/json_body.h"
 #include "server/openai_params.h"
 #include "server/sse.h"
@@ -17,154 +16,6 @@ namespace {
 
 using nlohmann::json;
 using nlohmann::ordered_json;
-
-std::string block_text(const ordered_json& content, const std::string& where) {
-  if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) reject(where + " must be a string or a list of content blocks", "messages");
-  std::string text;
-  for (const auto& b : content) {
-    if (!b.is_object() || b.value("type", "") != "text" || !b.contains("text") || !b["text"].is_string())
-      reject(where + " may only hold text blocks here", "messages");
-    text += b["text"].get<std::string>();
-  }
-  return text;
-}
-
-struct Converted {
-  ordered_json messages = ordered_json::array();
-  ordered_json tools;  // OpenAI-shaped, null when none
-  ordered_json kwargs = ordered_json::object();
-  bool parse_tools = false;
-};
-
-Converted convert_request(const ordered_json& body, const ServerOptions& opt) {
-  Converted c;
-  if (body.contains("system") && !body["system"].is_null()) {
-    std::string sys;
-    if (body["system"].is_string()) {
-      sys = body["system"].get<std::string>();
-    } else if (body["system"].is_array()) {
-      for (const auto& b : body["system"]) {
-        if (!b.is_object() || b.value("type", "") != "text" || !b.contains("text"))
-          reject("'system' blocks must be text blocks", "system");
-        const std::string t = b["text"].get<std::string>();
-        if (t.rfind("x-anthropic-billing-header", 0) == 0) continue;  // per-request header Claude Code sends
-        sys += (sys.empty() ? "" : "\n") + t;
-      }
-    } else {
-      reject("'system' must be a string or a list of text blocks", "system");
-    }
-    c.messages.push_back({{"role", "system"}, {"content", sys}});
-  }
-  if (!body.contains("messages") || !body["messages"].is_array())
-    reject("'messages' is required", "messages");
-  if (body["messages"].empty()) reject("'messages' must not be empty", "messages");
-  for (size_t i = 0; i < body["messages"].size(); ++i) {
-    const auto& m = body["messages"][i];
-    const std::string where = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object() || !m.contains("role") || !m.contains("content"))
-      reject(where + " needs role and content", "messages");
-    const std::string role = m["role"].is_string() ? m["role"].get<std::string>() : "";
-    if (role != "user" && role != "assistant") reject(where + ".role must be user or assistant", "messages");
-    const auto& content = m["content"];
-    if (content.is_string()) {
-      c.messages.push_back({{"role", role}, {"content", content}});
-      continue;
-    }
-    if (!content.is_array()) reject(where + ".content must be a string or a list of blocks", "messages");
-    ordered_json msg = {{"role", role}};
-    std::string text, thinking;
-    ordered_json calls = ordered_json::array();
-    for (size_t k = 0; k < content.size(); ++k) {
-      const auto& b = content[k];
-      const std::string bw = where + ".content[" + std::to_string(k) + "]";
-      const std::string type =
-          b.is_object() && b.contains("type") && b["type"].is_string() ? b["type"].get<std::string>() : "";
-      if (type == "text") {
-        text += block_text(ordered_json::array({b}), bw);
-      } else if (type == "thinking" && role == "assistant") {
-        thinking += b.value("thinking", "");
-      } else if (type == "redacted_thinking" && role == "assistant") {
-      } else if (type == "tool_use" && role == "assistant") {
-        if (!b.contains("name") || !b["name"].is_string()) reject(bw + " tool_use needs a name", "messages");
-        calls.push_back(
-            {{"id", b.value("id", "")},
-             {"type", "function"},
-             {"function",
-              {{"name", b["name"]}, {"arguments", b.contains("input") ? b["input"].dump() : "{}"}}}});
-      } else if (type == "tool_result" && role == "user") {
-        std::string result = b.contains("content") ? block_text(b["content"], bw + ".content") : "";
-        c.messages.push_back(
-            {{"role", "tool"}, {"tool_call_id", b.value("tool_use_id", "")}, {"content", result}});
-      } else if (type == "image" || type == "document") {
-        reject(bw + ": " + type + " input is not supported by this server (text only)", "messages");
-      } else {
-        reject(bw + ": content block type '" + type + "' is not supported in a " + role + " message",
-               "messages");
-      }
-    }
-    if (role == "user" && text.empty()) continue;  // only tool results
-    msg["content"] = text;
-    if (!thinking.empty()) msg["reasoning_content"] = thinking;
-    if (!calls.empty()) msg["tool_calls"] = calls;
-    c.messages.push_back(msg);
-  }
-
-  if (body.contains("tools") && !body["tools"].is_null() && !body["tools"].is_array())
-    reject("'tools' must be a list", "tools");
-  const bool has_tools = body.contains("tools") && body["tools"].is_array() && !body["tools"].empty();
-  if (!has_tools && body.contains("tool_choice") && body["tool_choice"].is_object()) {
-    const std::string t = body["tool_choice"].value("type", "auto");
-    if (t == "any" || t == "tool")
-      reject("'tool_choice' is '" + t + "' but no 'tools' were given", "tool_choice");
-  }
-  if (has_tools) {
-    c.tools = ordered_json::array();
-    std::set<std::string> names;
-    for (const auto& t : body["tools"]) {
-      if (!t.is_object() || !t.contains("name") || !t["name"].is_string())
-        reject("every tool needs a name", "tools");
-      const std::string n = t["name"].get<std::string>();
-      if (n.empty() || n.find_first_of("<>\"' \t\n") != std::string::npos ||
-          n.find("]<]") != std::string::npos)
-        reject("tool name '" + n + "' contains characters that break the tool-call format", "tools");
-      if (!names.insert(n).second) reject("duplicate tool name '" + n + "'", "tools");
-      if (t.contains("input_schema") && !t["input_schema"].is_object())
-        reject("tool '" + n + "': input_schema must be a JSON schema object", "tools");
-      if (t.contains("type") && t["type"].is_string() && t["type"] != "custom" && !t.contains("input_schema"))
-        reject("server tool '" + t["type"].get<std::string>() + "' is not supported", "tools");
-      c.tools.push_back(
-          {{"type", "function"},
-           {"function",
-            {{"name", t["name"]},
-             {"description", t.value("description", "")},
-             {"parameters", t.contains("input_schema") ? t["input_schema"] : ordered_json::object()}}}});
-    }
-    std::string choice = "auto";
-    if (body.contains("tool_choice") && body["tool_choice"].is_object())
-      choice = body["tool_choice"].value("type", "auto");
-    if (choice == "tool") {
-      const std::string want = body["tool_choice"].value("name", "");
-      ordered_json only = ordered_json::array();
-      for (const auto& t : c.tools)
-        if (t["function"]["name"] == want) only.push_back(t);
-      if (only.empty()) reject("'tool_choice' names '" + want + "', which is not in 'tools'", "tool_choice");
-      c.tools = only;
-    } else if (choice != "auto" && choice != "any" && choice != "none") {
-      reject("'tool_choice.type' must be auto, any, tool or none", "tool_choice");
-    }
-    c.parse_tools = choice != "none" && opt.tool_parser;
-  }
-  if (body.contains("chat_template_kwargs") && body["chat_template_kwargs"].is_object())
-    c.kwargs = body["chat_template_kwargs"];
-  if (body.contains("thinking") && body["thinking"].is_object()) {
-    const std::string t = body["thinking"].value("type", "");
-    if (t != "enabled" && t != "disabled" && t != "adaptive")
-      reject("'thinking.type' must be enabled, disabled or adaptive", "thinking");
-    c.kwargs["thinking_mode"] = t;
-  }
-  return c;
-}
 
 std::string stop_reason_of(const std::string& finish) {
   if (finish == "length") return "max_tokens";
@@ -180,30 +31,46 @@ struct MessageText {
   json stop;
 };
 
-void messages(ApiServer& server, const httplib::Request& req, httplib::Response& res) {
+void messages(ApiServer& server, const http::Request& req, Reply& res) {
   const ordered_json body = parse_json_object(req.body);
   server.check_model(opt_string(body, "model"));
   ServingContext& ctx = server.context();
+  // Message threads (the SDK's tool runner asks for one by default) are held by Anthropic's servers; this one
+  // keeps no conversation between requests. The SDK's own error code makes the runner resend the whole
+  // history without a thread, once.
+  if (body.contains("thread") && !body["thread"].is_null() && body["thread"] != false) {
+    ApiError e = api_error(
+        400, "message threads are not supported by this server: send the whole conversation", "thread");
+    e.details = {{"error_code", "thread_unsupported_request"}, {"unsupported", {"thread"}}};
+    throw ApiException{e};
+  }
   auto max_tokens = opt_int(body, "max_tokens");
   if (!max_tokens) reject("'max_tokens' is required", "max_tokens");
   if (*max_tokens < 1) reject("'max_tokens' must be at least 1", "max_tokens");
-  Converted conv = convert_request(body, server.options());
-  ChatPrompt prompt = render_chat_prompt(ctx, conv.messages, conv.tools, true, conv.kwargs);
+  const AnthropicChat conv = convert_anthropic_request(body);
+  if (conv.thinking_budget && *max_tokens <= *conv.thinking_budget)
+    reject("`max_tokens` must be greater than `thinking.budget_tokens`", "max_tokens");
+  ChatPrompt prompt = render_chat_prompt(ctx.prompt_model(), conv.messages, conv.tools, true, conv.kwargs);
 
   GenerationSpec spec;
   spec.request.prompt = prompt.ids;
   const int64_t max_len = ctx.engine->max_model_len();
+  // Anthropic's wording: agents (Claude Code) parse it to retry with a smaller max_tokens.
   if (static_cast<int64_t>(prompt.ids.size()) + *max_tokens > max_len)
-    reject("prompt (" + std::to_string(prompt.ids.size()) + " tokens) + max_tokens (" +
-               std::to_string(*max_tokens) + ") exceeds the context length " + std::to_string(max_len),
+    reject("input length and `max_tokens` exceed context limit: " + std::to_string(prompt.ids.size()) +
+               " + " + std::to_string(*max_tokens) + " > " + std::to_string(max_len) +
+               ", decrease input length or `max_tokens` and try again",
            "max_tokens");
   spec.request.max_tokens = static_cast<int>(*max_tokens);
+  if (conv.thinking_budget)
+    spec.request.thinking_budget = thinking_budget(ctx.tokenizer, *conv.thinking_budget, prompt.thinking);
   SamplingParams& s = spec.request.sampling;
   s = server.options().default_sampling;
   parse_basic_sampling(body, s);
   spec.text.stop = string_or_list(body, "stop_sequences", static_cast<size_t>(server.options().max_stop));
   if (server.options().reasoning_parser) spec.text.reasoning = prompt.thinking;
-  if (conv.parse_tools) spec.text.tools = json::parse(prompt.tools.dump());
+  if (conv.tools.is_array() && conv.tool_choice != "none" && server.options().tool_parser)
+    spec.text.tools = json::parse(prompt.tools.dump());
   const bool stream = opt_bool(body, "stream").value_or(false);
 
   auto run = std::make_shared<GenerationRun>(server, spec);
@@ -354,11 +221,12 @@ void messages(ApiServer& server, const httplib::Request& req, httplib::Response&
       });
 }
 
-void count_tokens(ApiServer& server, const httplib::Request& req, httplib::Response& res) {
+void count_tokens(ApiServer& server, const http::Request& req, Reply& res) {
   const ordered_json body = parse_json_object(req.body);
   server.check_model(opt_string(body, "model"));
-  Converted conv = convert_request(body, server.options());
-  ChatPrompt prompt = render_chat_prompt(server.context(), conv.messages, conv.tools, true, conv.kwargs);
+  const AnthropicChat conv = convert_anthropic_request(body);
+  ChatPrompt prompt =
+      render_chat_prompt(server.context().prompt_model(), conv.messages, conv.tools, true, conv.kwargs);
   res.set_content(json({{"input_tokens", prompt.ids.size()}}).dump(), "application/json");
 }
 
@@ -366,10 +234,9 @@ void count_tokens(ApiServer& server, const httplib::Request& req, httplib::Respo
 
 void add_anthropic_routes(ApiServer& server) {
   server.add_route("POST", "/v1/messages", ApiServer::Shape::kAnthropic, true,
-                   [&server](const httplib::Request& q, httplib::Response& r) { messages(server, q, r); });
-  server.add_route(
-      "POST", "/v1/messages/count_tokens", ApiServer::Shape::kAnthropic, true,
-      [&server](const httplib::Request& q, httplib::Response& r) { count_tokens(server, q, r); });
+                   [&server](const http::Request& q, Reply& r) { messages(server, q, r); });
+  server.add_route("POST", "/v1/messages/count_tokens", ApiServer::Shape::kAnthropic, true,
+                   [&server](const http::Request& q, Reply& r) { count_tokens(server, q, r); });
 }
 
 }  // namespace m3

@@ -38,7 +38,9 @@ ApiError api_error(int status, std::string message, std::string param) {
   return e;
 }
 
-ApiError api_error_from(const Error& err) {
+namespace {
+
+ApiError api_error_of_kind(const Error& err) {
   switch (err.kind()) {
     case ErrorKind::kInvalidArgument:
     case ErrorKind::kCorruptData:
@@ -57,6 +59,14 @@ ApiError api_error_from(const Error& err) {
   return api_error(500, err.what());
 }
 
+}  // namespace
+
+ApiError api_error_from(const Error& err) {
+  ApiError e = api_error_of_kind(err);
+  e.param = err.param();
+  return e;
+}
+
 nlohmann::json openai_error_body(const ApiError& e) {
   nlohmann::json err = {{"message", e.message}, {"type", e.type}, {"param", nullptr}, {"code", e.status}};
   if (!e.param.empty()) err["param"] = e.param;
@@ -66,7 +76,9 @@ nlohmann::json openai_error_body(const ApiError& e) {
 nlohmann::json anthropic_error_body(const ApiError& e) {
   std::string type = e.type;
   if (e.status == 400 || e.status == 405 || e.status == 415) type = "invalid_request_error";
-  return {{"type", "error"}, {"error", {{"type", type}, {"message", e.message}}}};
+  nlohmann::json err = {{"type", type}, {"message", e.message}};
+  if (!e.details.is_null()) err["details"] = e.details;
+  return {{"type", "error"}, {"error", err}};
 }
 
 }  // namespace m3

@@ -15,8 +15,9 @@ struct ApiError {
   int status = 400;
   std::string type = "invalid_request_error";
   std::string message;
-  std::string param;     // offending request field, if known
-  int retry_after = -1;  // seconds, for 429 / 503
+  std::string param;       // offending request field, if known
+  int retry_after = -1;    // seconds, for 429 / 503
+  nlohmann::json details;  // Anthropic's machine-readable `error.details` ({"error_code": ...}), when set
 };
 
 ApiError api_error(int status, std::string message, std::string param = "");

@@ -1,12 +1,12 @@
-// Route wrapper: CORS, auth, content type, error rendering in the route's shape and response metrics. Bodies
-// over the limit are refused by cpp-httplib (413) before they are read.
+// Routing and the route wrapper (CORS, auth, content type, errors in the route's shape), the access log and
+// response metrics at the end of each answer, and the transport's refusals in the request's API family's
+// shape.
 #include "server/api_server.h"
 
-#include <httplib.h>
-
-#include <sys/socket.h>
+#include <malloc.h>
 
 #include <chrono>
+#include <mutex>
 
 #include "common/log.h"
 
@@ -20,94 +20,165 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
   return diff == 0 && !b.empty();
 }
 
+bool is_prefix_pattern(const std::string& pattern) {
+  return !pattern.empty() && pattern.back() == '*';
+}
+
 }  // namespace
 
-ApiServer::ApiServer(ServerOptions options)
-    : opt_(std::move(options)),
-      http_(std::make_unique<httplib::Server>()),
-      metrics_(std::make_unique<Metrics>(opt_.served_model_names.empty() ? "" : opt_.served_model_names[0])) {
-  const int workers = opt_.max_connections;
-  http_->new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
-  http_->set_payload_max_length(opt_.max_body_bytes);
-  http_->set_read_timeout(60, 0);
-  http_->set_write_timeout(60, 0);
-  http_->set_keep_alive_max_count(1000);
-  // Debian's cpp-httplib is a compiled library whose listen() uses a backlog of 5, so a burst of connections
-  // (a benchmark's or an agent's fan-out) overflows the accept queue and clients sit in SYN retransmission
-  // back-off for seconds to minutes. The listening socket is remembered here and bind() re-listens on it
-  // with a real backlog. SO_REUSEADDR only (httplib's default adds SO_REUSEPORT, which would let a second
-  // server silently share the port instead of failing with "address in use").
-  http_->set_socket_options([this](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    listen_socket_ = sock;
-  });
-  http_->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;  // a route already wrote its error
-    if (res.status == 404) {        // a known path with another method: 405 naming the allowed ones
-      auto it = allow_.find(req.path);
-      if (it != allow_.end()) {
-        res.status = 405;
-        res.set_header("Allow", it->second);
-        res.set_content(openai_error_body(api_error(405, req.method + " is not allowed on " + req.path +
-                                                             "; use " + it->second))
-                            .dump(),
-                        "application/json");
+// Forwards to the transport's Responder and, when the answer ends (sent, stream ended or the client gone),
+// counts it and writes the access log line with the request's real duration.
+class ApiServer::LoggedResponder : public http::Responder,
+                                   public std::enable_shared_from_this<LoggedResponder> {
+ public:
+  static std::shared_ptr<LoggedResponder> make(ApiServer& server, std::shared_ptr<http::Responder> inner,
+                                               const http::Request& req) {
+    auto r = std::shared_ptr<LoggedResponder>(new LoggedResponder(server, std::move(inner), req));
+    std::weak_ptr<LoggedResponder> weak = r;
+    r->inner_->on_close([weak] {
+      if (auto self = weak.lock()) self->peer_closed();
+    });
+    return r;
+  }
+  ~LoggedResponder() override { complete(false); }
+
+  void send(http::Response res) override {
+    status_ = res.status;
+    inner_->send(std::move(res));
+    complete(false);
+  }
+  void start_stream(int status, http::Headers headers, std::string content_type) override {
+    status_ = status;
+    inner_->start_stream(status, std::move(headers), std::move(content_type));
+  }
+  bool write(std::string data) override { return inner_->write(std::move(data)); }
+  void end() override {
+    inner_->end();
+    complete(false);
+  }
+  void on_close(std::function<void()> fn) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!closed_) {
+        on_close_ = std::move(fn);
         return;
       }
     }
-    ApiError e =
-        res.status == 404 ? api_error(404, "no route for " + req.method + " " + req.path)
-        : res.status == 413
-            ? api_error(413, "request body exceeds " + std::to_string(opt_.max_body_bytes) + " bytes")
-            : api_error(res.status, "HTTP error " + std::to_string(res.status));
-    res.set_content(openai_error_body(e).dump(), "application/json");
-  });
-  // Header caps (landscape.md §4.9 row 5): cpp-httplib bounds each header line (8 KiB: its own 400) but
-  // neither their number nor their total size.
-  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    size_t bytes = 0;
-    for (const auto& [k, v] : req.headers) bytes += k.size() + v.size() + 4;
-    if (req.headers.size() <= 100 && bytes <= 32768) return httplib::Server::HandlerResponse::Unhandled;
-    res.status = 431;
-    res.set_header("Connection", "close");
-    res.set_content(
-        openai_error_body(api_error(431, "request headers too large (at most 100 headers, 32 KiB)")).dump(),
-        "application/json");
-    metrics_->http_response(431);
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  http_->Options(".*", [this](const httplib::Request&, httplib::Response& res) {
-    if (!opt_.allowed_origins.empty()) {
-      res.set_header("Access-Control-Allow-Origin", opt_.allowed_origins[0]);
-      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-      res.set_header("Access-Control-Allow-Headers", "*");
+    fn();
+  }
+  bool closed() const override { return inner_->closed(); }
+  void set_error(std::string message) {
+    std::lock_guard<std::mutex> lock(mu_);
+    error_ = std::move(message);
+  }
+
+ private:
+  LoggedResponder(ApiServer& server, std::shared_ptr<http::Responder> inner, const http::Request& req)
+      : server_(server),
+        inner_(std::move(inner)),
+        method_(req.method),
+        path_(req.path),
+        query_(req.query),
+        client_(req.remote_addr),
+        request_id_(req.get_header_value("X-Request-Id")),
+        start_(std::chrono::steady_clock::now()) {
+    ++server_.open_answers_;
+  }
+
+  void peer_closed() {
+    std::function<void()> fn;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = true;
+      fn = std::move(on_close_);
     }
-    res.status = 200;
-  });
+    if (fn) fn();
+    complete(true);
+  }
+
+  void complete(bool client_left) {
+    if (done_.exchange(true)) return;
+    --server_.open_answers_;
+    ++server_.answers_ended_;
+    const int status = status_.load() > 0 ? status_.load() : 500;
+    server_.metrics().http_response(status);
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+    LogFields fields = {{"method", method_},
+                        {"path", path_},
+                        {"status", std::to_string(status)},
+                        {"ms", std::to_string(static_cast<int64_t>(ms))},
+                        {"client", client_}};
+    if (!query_.empty()) fields.push_back({"query", query_});
+    if (!request_id_.empty()) fields.push_back({"request_id", request_id_});
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!error_.empty()) fields.push_back({"error", error_});
+    }
+    if (client_left) fields.push_back({"closed", "client went away before the answer ended"});
+    log_fields(LogLevel::kInfo, "http", fields);
+  }
+
+  ApiServer& server_;
+  std::shared_ptr<http::Responder> inner_;
+  const std::string method_, path_, query_, client_, request_id_;
+  const std::chrono::steady_clock::time_point start_;
+  std::atomic<int> status_{0};
+  std::string error_;
+  std::atomic<bool> done_{false};
+  std::mutex mu_;
+  bool closed_ = false;
+  std::function<void()> on_close_;
+};
+
+ApiServer::ApiServer(ServerOptions options)
+    : opt_(std::move(options)),
+      metrics_(std::make_unique<Metrics>(opt_.served_model_names.empty() ? "" : opt_.served_model_names[0])),
+      workers_(std::make_unique<WorkerPool>(opt_.worker_threads)),
+      housekeeping_thread_([this] { housekeeping(); }) {
+  http_ = std::make_unique<http::Server>(
+      opt_.http,
+      [this](http::Request&& req, std::shared_ptr<http::Responder> out) { dispatch(std::move(req), out); },
+      [this](int status, const std::string& message, const http::Request& req) {
+        return transport_error(status, message, req);
+      });
 }
 
 ApiServer::~ApiServer() {
   stop();
+  {
+    std::lock_guard<std::mutex> lock(housekeeping_mu_);
+    stopping_ = true;
+  }
+  housekeeping_cv_.notify_all();
+  housekeeping_thread_.join();
+}
+
+// A burst of thousands of streams leaves the freed memory of their buffers in glibc's per-thread arenas;
+// without a trim the process would keep that resident set after the burst. Once a second, when answers have
+// ended since the last look and none is open, the free pages go back to the OS.
+void ApiServer::housekeeping() {
+  int64_t seen = 0;
+  std::unique_lock<std::mutex> lock(housekeeping_mu_);
+  while (!housekeeping_cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; })) {
+    const int64_t ended = answers_ended_;
+    if (ended == seen || open_answers_ > 0) continue;
+    seen = ended;
+    malloc_trim(0);
+  }
 }
 
 bool ApiServer::bind() {
-  if (opt_.port == 0) {
-    int p = http_->bind_to_any_port(opt_.host);
-    if (p <= 0) return false;
-    opt_.port = p;
-  } else if (!http_->bind_to_port(opt_.host, opt_.port)) {
-    return false;
-  }
-  // Linux updates the backlog of a socket that is already listening (capped by net.core.somaxconn).
-  return ::listen(listen_socket_, kListenBacklog) == 0;
+  if (!http_->bind(opt_.host, opt_.port)) return false;
+  opt_.port = http_->port();
+  return true;
 }
 
 int ApiServer::port() const {
   return opt_.port;
 }
 void ApiServer::serve() {
-  http_->listen_after_bind();
+  http_->run();
 }
 void ApiServer::stop() {
   if (http_) http_->stop();
@@ -141,7 +212,7 @@ void ApiServer::check_model(const std::optional<std::string>& requested) const {
   throw ApiException{api_error(404, "The model `" + *requested + "` does not exist.", "model")};
 }
 
-bool ApiServer::authorized(const httplib::Request& req) const {
+bool ApiServer::authorized(const http::Request& req) const {
   if (opt_.api_keys.empty()) return true;
   std::string presented;
   const std::string auth = req.get_header_value("Authorization");
@@ -154,58 +225,112 @@ bool ApiServer::authorized(const httplib::Request& req) const {
   return ok;
 }
 
-void ApiServer::send_error(httplib::Response& res, const ApiError& e, Shape shape) {
+ApiServer::Shape ApiServer::family_of(const http::Request& req) const {
+  return req.path.rfind("/v1/messages", 0) == 0 || req.has_header("anthropic-version") ? Shape::kAnthropic
+                                                                                       : Shape::kOpenAI;
+}
+
+void ApiServer::send_error(Reply& res, const ApiError& e, Shape shape) {
   res.status = e.status;
   if (e.retry_after >= 0) res.set_header("Retry-After", std::to_string(e.retry_after));
   if (e.status == 503 && draining_) res.set_header("Connection", "close");
   const auto body = shape == Shape::kAnthropic ? anthropic_error_body(e) : openai_error_body(e);
   res.set_content(body.dump(), "application/json");
+  res.error_message = e.message;
   if (e.status >= 500) log_warn("HTTP ", e.status, ": ", e.message);
 }
 
+http::Response ApiServer::transport_error(int status, const std::string& message, const http::Request& req) {
+  Reply res;
+  send_error(res, api_error(status, message), family_of(req));
+  metrics_->http_response(status);
+  log_fields(LogLevel::kInfo, "http",
+             {{"method", req.method},
+              {"path", req.path},
+              {"status", std::to_string(status)},
+              {"client", req.remote_addr},
+              {"error", message}});
+  return std::move(static_cast<http::Response&>(res));
+}
+
 void ApiServer::add_route(const char* method, const std::string& pattern, Shape shape, bool needs_auth,
-                          Handler handler) {
-  auto wrapped = [this, shape, needs_auth, handler](const httplib::Request& req, httplib::Response& res) {
-    const auto start = std::chrono::steady_clock::now();
-    if (!opt_.allowed_origins.empty()) res.set_header("Access-Control-Allow-Origin", opt_.allowed_origins[0]);
-    const std::string request_id = req.get_header_value("X-Request-Id");
-    if (!request_id.empty() && request_id.size() <= 256)
-      res.set_header("X-Request-Id", request_id);  // echoed
-    try {
-      if (needs_auth && !authorized(req)) throw ApiException{api_error(401, "invalid or missing API key")};
-      if (req.method == "POST") {
-        const std::string ct = req.get_header_value("Content-Type");
-        if (!ct.empty() && ct.find("application/json") == std::string::npos)
-          throw ApiException{api_error(415, "Content-Type must be application/json, got '" + ct + "'")};
-      }
-      handler(req, res);
-    } catch (const ApiException& e) {
-      send_error(res, e.error, shape);
-    } catch (const Error& e) {
-      send_error(res, api_error_from(e), shape);
-    } catch (const std::exception& e) {
-      send_error(res, api_error(500, std::string("internal error: ") + e.what()), shape);
+                          Handler handler, Run run) {
+  routes_[pattern][method] = Route{shape, needs_auth, std::move(handler), run};
+}
+
+void ApiServer::dispatch(http::Request&& req, std::shared_ptr<http::Responder> raw) {
+  auto out = LoggedResponder::make(*this, std::move(raw), req);
+  if (req.method == "OPTIONS") {  // CORS preflight
+    Reply res;
+    res.status = 204;
+    if (!opt_.allowed_origins.empty()) {
+      res.set_header("Access-Control-Allow-Origin", opt_.allowed_origins[0]);
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "*");
     }
-    // cpp-httplib fills in 200 after the handler when a route left the status unset (streamed responses).
-    const int status = res.status == -1 ? 200 : res.status;
-    metrics_->http_response(status);
-    // Access log: for streamed responses the status and time are those of the response head (first byte).
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    log_fields(LogLevel::kInfo, "http",
-               {{"method", req.method},
-                {"path", req.path},
-                {"status", std::to_string(status)},
-                {"ms", std::to_string(static_cast<int64_t>(ms))},
-                {"client", req.remote_addr},
-                {"request_id", request_id}});
-  };
-  std::string& allow = allow_[pattern];
-  allow += (allow.empty() ? "" : ", ") + std::string(method);
-  if (std::string(method) == "GET")
-    http_->Get(pattern, wrapped);
-  else
-    http_->Post(pattern, wrapped);
+    out->send(std::move(static_cast<http::Response&>(res)));
+    return;
+  }
+  const std::map<std::string, Route>* methods = nullptr;
+  auto exact = routes_.find(req.path);
+  if (exact != routes_.end() && !is_prefix_pattern(exact->first)) methods = &exact->second;
+  for (auto it = routes_.begin(); !methods && it != routes_.end(); ++it)
+    if (is_prefix_pattern(it->first) && req.path.size() >= it->first.size() &&
+        req.path.compare(0, it->first.size() - 1, it->first, 0, it->first.size() - 1) == 0)
+      methods = &it->second;
+  Reply res;
+  if (!methods) {
+    send_error(res, api_error(404, "no route for " + req.method + " " + req.path), family_of(req));
+  } else if (auto m = methods->find(req.method); m == methods->end()) {
+    std::string allow;
+    for (const auto& [name, route] : *methods) allow += (allow.empty() ? "" : ", ") + name;
+    const Shape shape =
+        methods->begin()->second.shape == Shape::kAnthropic ? Shape::kAnthropic : family_of(req);
+    send_error(res, api_error(405, req.method + " is not allowed on " + req.path + "; use " + allow), shape);
+    res.set_header("Allow", allow);
+  } else {
+    const Route& route = m->second;
+    if (route.run == Run::kInline) {
+      answer(route, req, out);
+    } else {
+      workers_->post([this, &route, req = std::move(req), out] { answer(route, req, out); });
+    }
+    return;
+  }
+  out->set_error(res.error_message);
+  out->send(std::move(static_cast<http::Response&>(res)));
+}
+
+void ApiServer::answer(const Route& route, const http::Request& req,
+                       const std::shared_ptr<LoggedResponder>& out) {
+  const Shape shape = route.shape != Shape::kClient ? route.shape : family_of(req);
+  Reply res;
+  if (!opt_.allowed_origins.empty()) res.set_header("Access-Control-Allow-Origin", opt_.allowed_origins[0]);
+  const std::string request_id = req.get_header_value("X-Request-Id");
+  if (!request_id.empty() && request_id.size() <= 256) res.set_header("X-Request-Id", request_id);  // echoed
+  try {
+    if (route.needs_auth && !authorized(req))
+      throw ApiException{api_error(401, "invalid or missing API key")};
+    if (req.method == "POST") {
+      const std::string ct = req.get_header_value("Content-Type");
+      if (!ct.empty() && ct.find("application/json") == std::string::npos)
+        throw ApiException{api_error(415, "Content-Type must be application/json, got '" + ct + "'")};
+    }
+    route.handler(req, res);
+  } catch (const ApiException& e) {
+    send_error(res, e.error, shape);
+  } catch (const Error& e) {
+    send_error(res, api_error_from(e), shape);
+  } catch (const std::exception& e) {
+    send_error(res, api_error(500, std::string("internal error: ") + e.what()), shape);
+  }
+  if (res.later() && res.error_message.empty()) {
+    Reply::Later later = std::move(res.later());
+    later(out, res.headers);
+    return;
+  }
+  out->set_error(res.error_message);
+  out->send(std::move(static_cast<http::Response&>(res)));
 }
 
 }  // namespace m3

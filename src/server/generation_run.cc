@@ -1,4 +1,4 @@
-// Event loop of one API request.
+// Event delivery of one API request: engine thread -> listener -> a drain on a worker thread.
 #include "server/generation_run.h"
 
 #include "common/log.h"
@@ -27,23 +27,70 @@ GenerationRun::GenerationRun(ApiServer& server, GenerationSpec spec)
 }
 
 GenerationRun::~GenerationRun() {
-  for (Seq& s : seqs_)
+  for (Seq& s : seqs_) {
+    s.stream->set_listener(nullptr);
     if (!s.done) engine_.abort(s.stream->id());
+  }
 }
 
-bool GenerationRun::run(const std::function<bool()>& alive,
-                        const std::function<void(int, OutputDelta&)>& on_delta) {
-  size_t remaining = seqs_.size();
-  const auto poll = seqs_.size() == 1 ? milliseconds(50) : milliseconds(2);
-  auto last_check = steady_clock::now();
-  while (remaining > 0) {
-    bool progressed = false;
-    for (size_t i = 0; i < seqs_.size(); ++i) {
-      Seq& s = seqs_[i];
-      if (s.done) continue;
-      TokenEvent ev;
-      if (!s.stream->next(&ev, poll)) continue;
-      progressed = true;
+void GenerationRun::start(DeltaFn on_delta, DoneFn on_done) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    on_delta_ = std::move(on_delta);
+    on_done_ = std::move(on_done);
+  }
+  // The listener holds the run weakly: the stream (owned by the engine) must not keep the run alive.
+  std::weak_ptr<GenerationRun> weak = weak_from_this();
+  for (Seq& s : seqs_)
+    s.stream->set_listener([weak] {
+      if (auto self = weak.lock()) self->schedule();
+    });
+  schedule();  // events queued before the listeners were set
+}
+
+void GenerationRun::schedule() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ended_) return;
+    if (draining_) {
+      again_ = true;
+      return;
+    }
+    draining_ = true;
+  }
+  server_.workers().post([self = shared_from_this()] { self->drain(); });
+}
+
+void GenerationRun::drain() {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      again_ = false;
+      if (cancelled_) {
+        draining_ = false;
+        on_delta_ = nullptr;  // cancel() left it to this drain
+        return;
+      }
+    }
+    if (pump()) {
+      finish(true);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!again_ || cancelled_) {
+      draining_ = false;
+      if (cancelled_) on_delta_ = nullptr;
+      return;
+    }
+  }
+}
+
+bool GenerationRun::pump() {
+  size_t remaining = 0;
+  for (size_t i = 0; i < seqs_.size(); ++i) {
+    Seq& s = seqs_[i];
+    TokenEvent ev;
+    while (!s.done && s.stream->next(&ev, milliseconds(0))) {
       if (ev.token >= 0) {
         const auto now = steady_clock::now();
         if (!first_token_seen_)
@@ -57,28 +104,44 @@ bool GenerationRun::run(const std::function<bool()>& alive,
       if (s.proc->stop_string_hit()) engine_.abort(s.stream->id());  // its abort event is never read
       if (d.finished) {
         s.done = true;
-        --remaining;
         server_.metrics().request_finished(d.finish_reason, prompt_tokens_, s.proc->num_tokens(),
                                            duration<double>(steady_clock::now() - start_).count());
       }
-      on_delta(static_cast<int>(i), d);
+      on_delta_(static_cast<int>(i), d);
     }
-    // A client that left is noticed within ~50 ms even while nothing is generated (queued, long prefill).
-    if (!progressed || steady_clock::now() - last_check > milliseconds(50)) {
-      last_check = steady_clock::now();
-      if (!alive()) {
-        for (Seq& s : seqs_)
-          if (!s.done) {
-            engine_.abort(s.stream->id());
-            s.done = true;
-          }
-        server_.metrics().request_aborted("client_disconnect");
-        log_info("client disconnected: aborted request");
-        return false;
-      }
-    }
+    remaining += s.done ? 0 : 1;
   }
-  return true;
+  return remaining == 0;
+}
+
+void GenerationRun::cancel() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ended_ || cancelled_) return;
+    cancelled_ = true;
+    if (!draining_) on_delta_ = nullptr;  // else the running drain drops it when it sees the flag
+  }
+  for (Seq& s : seqs_) engine_.abort(s.stream->id());
+  server_.metrics().request_aborted("client_disconnect");
+  log_info("client disconnected: aborted request");
+  finish(false);
+}
+
+void GenerationRun::finish(bool finished) {
+  DoneFn done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ended_) return;
+    ended_ = true;
+    done = std::move(on_done_);
+    on_done_ = nullptr;
+  }
+  if (done) done(finished);
+  // The delta writer may hold this run (usage in the final chunk): drop it once nothing can call it.
+  if (finished) {
+    std::lock_guard<std::mutex> lock(mu_);
+    on_delta_ = nullptr;
+  }
 }
 
 Usage GenerationRun::usage() const {

@@ -1,13 +1,16 @@
 // Runs the n sequences of one API request on the AsyncEngine: submits them (admission errors become
-// 4xx/429/503 before any byte of the response is written), then waits for their events, passes each through
-// its OutputProcessor and hands the deltas to the endpoint's writer. Between events it checks that the client
-// is still there; a disconnect aborts every sequence, which frees their KV pages within one engine step.
-// Records the request's metrics (TTFT, inter-token latency, end-to-end, tokens, finish reason).
+// 4xx/429/503 before any byte of the response is written), then, event-driven, passes each engine event
+// through its OutputProcessor on the server's worker threads and hands the deltas to the endpoint's writer.
+// No thread waits on a request: the engine announces events, a worker drains them (one drain per run at a
+// time, so deltas arrive in order). cancel() (the client left) aborts every sequence, which frees their KV
+// pages within one engine step. Records the request's metrics (TTFT, inter-token latency, end-to-end, tokens,
+// finish reason).
 #pragma once
 
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "server/api_server.h"
@@ -25,14 +28,18 @@ struct Usage {
   int prompt_tokens = 0, completion_tokens = 0, reasoning_tokens = 0;
 };
 
-class GenerationRun {
+class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
  public:
+  using DeltaFn = std::function<void(int choice, OutputDelta& delta)>;
+  using DoneFn = std::function<void(bool finished)>;
+
   GenerationRun(ApiServer& server, GenerationSpec spec);  // submits; throws ApiException on admission failure
   ~GenerationRun();                                       // aborts whatever is still running
 
-  // Delivers every delta as on_delta(choice, delta) until all choices finish (true) or `alive` turns false
-  // (false: the client went away and the sequences were aborted).
-  bool run(const std::function<bool()>& alive, const std::function<void(int, OutputDelta&)>& on_delta);
+  // Delivers every delta through on_delta (on a worker thread, one call at a time, in order), then calls
+  // on_done(true) once every choice has finished, or on_done(false) once after cancel().
+  void start(DeltaFn on_delta, DoneFn on_done);
+  void cancel();  // the client went away: abort the sequences; thread-safe, idempotent
   Usage usage() const;
   int n() const { return static_cast<int>(seqs_.size()); }
 
@@ -42,12 +49,22 @@ class GenerationRun {
     std::unique_ptr<OutputProcessor> proc;
     bool done = false;
   };
+  void schedule();  // a drain on a worker, unless one is pending (then it runs again)
+  void drain();
+  bool pump();  // handles every queued event; true when all choices finished
+  void finish(bool finished);
+
   ApiServer& server_;
   AsyncEngine& engine_;
   int prompt_tokens_ = 0;
   std::vector<Seq> seqs_;
   std::chrono::steady_clock::time_point start_, last_token_;
   bool first_token_seen_ = false;
+
+  std::mutex mu_;  // guards the fields below
+  bool draining_ = false, again_ = false, cancelled_ = false, ended_ = false;
+  DeltaFn on_delta_;
+  DoneFn on_done_;
 };
 
 }  // namespace m3

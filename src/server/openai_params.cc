@@ -20,6 +20,29 @@ void parse_basic_sampling(const nlohmann::ordered_json& j, SamplingParams& s) {
   }
 }
 
+nlohmann::ordered_json chat_template_kwargs(const nlohmann::ordered_json& body) {
+  nlohmann::ordered_json kwargs =
+      body.contains("chat_template_kwargs") ? body["chat_template_kwargs"] : nlohmann::ordered_json();
+  if (auto effort = opt_string(body, "reasoning_effort")) {
+    if (!kwargs.is_object()) kwargs = nlohmann::ordered_json::object();
+    if (!kwargs.contains("reasoning_effort")) kwargs["reasoning_effort"] = *effort;
+    if (*effort == "none" && !kwargs.contains("thinking_mode")) kwargs["thinking_mode"] = "disabled";
+  }
+  return kwargs;
+}
+
+ThinkingBudget thinking_budget(const Tokenizer& tok, int budget, ThinkingStart start) {
+  const auto open = tok.token_to_id("<mm:think>"), close = tok.token_to_id("</mm:think>");
+  if (!open || !close)
+    fail(ErrorKind::kInvalidArgument, "this model has no reasoning markers for a thinking budget");
+  ThinkingBudget b;
+  b.budget = budget;
+  b.start_token = *open;
+  b.end_token = *close;
+  b.starts_inside = start == ThinkingStart::kStartsInReasoning;
+  return b;
+}
+
 void parse_openai_sampling(const nlohmann::ordered_json& j, const ApiServer& server, bool chat,
                            GenerationSpec& spec, StreamOptions& stream) {
   const ServerOptions& o = server.options();
@@ -45,7 +68,8 @@ void parse_openai_sampling(const nlohmann::ordered_json& j, const ApiServer& ser
              "max_tokens");
     r.max_tokens = static_cast<int>(*max_tokens);
   } else {
-    r.max_tokens = static_cast<int>(max_len - prompt_len);
+    r.max_tokens =
+        static_cast<int>(std::min<int64_t>(max_len - prompt_len, o.default_max_tokens.value_or(INT32_MAX)));
   }
   if (auto v = opt_int(j, "min_tokens")) {
     if (*v < 0 || *v > r.max_tokens) reject("'min_tokens' must be in [0, max_tokens]", "min_tokens");

@@ -24,6 +24,15 @@ void parse_basic_sampling(const nlohmann::ordered_json& body, SamplingParams& sa
 void parse_openai_sampling(const nlohmann::ordered_json& body, const ApiServer& server, bool chat,
                            GenerationSpec& spec, StreamOptions& stream);
 
+// The template variables of a chat request: `chat_template_kwargs`, plus `reasoning_effort` as a variable (as
+// vLLM passes it); "none" also selects thinking_mode "disabled" unless the kwargs set a mode.
+nlohmann::ordered_json chat_template_kwargs(const nlohmann::ordered_json& body);
+
+// The engine's reasoning cap for a prompt whose generation starts at `start` (Anthropic
+// thinking.budget_tokens, vLLM thinking_token_budget). Throws kInvalidArgument when the tokenizer has no
+// reasoning markers.
+ThinkingBudget thinking_budget(const Tokenizer& tok, int budget, ThinkingStart start);
+
 // Converts engine logprobs to the OpenAI chat shape {"content": [{token, logprob, bytes, top_logprobs}]}.
 nlohmann::json chat_logprobs_json(const Tokenizer& tok, const std::vector<int32_t>& ids,
                                   const std::vector<TokenLogprobs>& lps, int top_n);

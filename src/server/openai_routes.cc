@@ -1,9 +1,9 @@
 // /v1/chat/completions and /v1/completions: request -> prompt ids -> GenerationRuns -> OpenAI JSON or SSE in
 // vLLM's shapes (role chunk with the first token, reasoning / tool-call deltas, final chunk with
 // finish_reason, optional usage chunk, [DONE]).
-#include <httplib.h>
+#include <set>
 
-#include "server/chat_prompt.h"
+#include "chat/api/chat_prompt.h"
 #include "server/json_body.h"
 #include "server/openai_params.h"
 #include "server/sse.h"
@@ -129,15 +129,17 @@ std::pair<ordered_json, bool> resolve_tools(const ordered_json& body, const Serv
   return {only, true};
 }
 
-void chat_completions(ApiServer& server, const httplib::Request& req, httplib::Response& res) {
+void chat_completions(ApiServer& server, const http::Request& req, Reply& res) {
   const ordered_json body = parse_json_object(req.body);
   server.check_model(opt_string(body, "model"));
   ServingContext& ctx = server.context();
   if (!body.contains("messages")) reject("'messages' is required", "messages");
   auto [tools, parse_tools] = resolve_tools(body, server.options());
   const bool add_generation_prompt = opt_bool(body, "add_generation_prompt").value_or(true);
-  const ordered_json kwargs =
-      body.contains("chat_template_kwargs") ? body["chat_template_kwargs"] : ordered_json();
+  const ordered_json kwargs = chat_template_kwargs(body);
+  const auto budget = opt_int(body, "thinking_token_budget");
+  if (budget && (*budget < 0 || *budget > INT32_MAX))
+    reject("'thinking_token_budget' must be a non-negative integer", "thinking_token_budget");
 
   GenerationSpec spec;
   if (body.contains("prompt_token_ids")) {  // TensorRT-LLM's benchmark sends token ids to the chat endpoint
@@ -149,10 +151,14 @@ void chat_completions(ApiServer& server, const httplib::Request& req, httplib::R
       spec.request.prompt.push_back(t.get<int32_t>());
     }
   } else {
-    ChatPrompt prompt = render_chat_prompt(ctx, body["messages"], tools, add_generation_prompt, kwargs);
+    ChatPrompt prompt =
+        render_chat_prompt(ctx.prompt_model(), body["messages"], tools, add_generation_prompt, kwargs);
     spec.request.prompt = std::move(prompt.ids);
     if (server.options().reasoning_parser) spec.text.reasoning = prompt.thinking;
     if (parse_tools) spec.text.tools = json::parse(prompt.tools.dump());
+    if (budget)
+      spec.request.thinking_budget =
+          thinking_budget(ctx.tokenizer, static_cast<int>(*budget), prompt.thinking);
   }
   StreamOptions stream;
   parse_openai_sampling(body, server, /*chat=*/true, spec, stream);
@@ -326,7 +332,7 @@ json completion_logprobs_json(const Tokenizer& tok, const std::vector<int32_t>& 
       {"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
-void completions(ApiServer& server, const httplib::Request& req, httplib::Response& res) {
+void completions(ApiServer& server, const http::Request& req, Reply& res) {
   const ordered_json body = parse_json_object(req.body);
   server.check_model(opt_string(body, "model"));
   ServingContext& ctx = server.context();
@@ -414,11 +420,10 @@ void completions(ApiServer& server, const httplib::Request& req, httplib::Respon
 }  // namespace
 
 void add_openai_routes(ApiServer& server) {
-  server.add_route(
-      "POST", "/v1/chat/completions", ApiServer::Shape::kOpenAI, true,
-      [&server](const httplib::Request& q, httplib::Response& r) { chat_completions(server, q, r); });
+  server.add_route("POST", "/v1/chat/completions", ApiServer::Shape::kOpenAI, true,
+                   [&server](const http::Request& q, Reply& r) { chat_completions(server, q, r); });
   server.add_route("POST", "/v1/completions", ApiServer::Shape::kOpenAI, true,
-                   [&server](const httplib::Request& q, httplib::Response& r) { completions(server, q, r); });
+                   [&server](const http::Request& q, Reply& r) { completions(server, q, r); });
 }
 
 }  // namespace m3

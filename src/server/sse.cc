@@ -1,10 +1,8 @@
-// The provider runs once: it drives every run to completion and then ends the chunked body.
+// One answer driven by its runs: run r starts when run r-1 ends; the last one's end writes `finish`.
 #include "server/sse.h"
 
 #include <chrono>
 #include <random>
-
-#include <httplib.h>
 
 namespace m3 {
 
@@ -29,28 +27,79 @@ std::string sse_event(const std::string& type, const nlohmann::json& j) {
   return "event: " + type + "\ndata: " + j.dump() + "\n\n";
 }
 
-void respond_with_runs(httplib::Response& res, const std::string& content_type,
+namespace {
+
+struct Answer {
+  std::shared_ptr<http::Responder> out;
+  http::Headers headers;
+  std::string content_type;
+  bool stream = false;
+  std::string body;  // collected text of a non-streamed answer
+  std::vector<std::shared_ptr<GenerationRun>> runs;
+  std::function<std::string(size_t, int, OutputDelta&)> on_delta;
+  std::function<std::string()> finish;
+};
+
+void emit(Answer& a, std::string text) {
+  if (text.empty()) return;
+  if (a.stream)
+    a.out->write(std::move(text));
+  else
+    a.body += text;
+}
+
+void start_run(const std::shared_ptr<Answer>& a, size_t r) {
+  if (r == a->runs.size()) {
+    emit(*a, a->finish());
+    if (a->stream) {
+      a->out->end();
+    } else {
+      http::Response res;
+      res.headers = a->headers;
+      res.set_content(std::move(a->body), a->content_type);
+      a->out->send(std::move(res));
+    }
+    a->runs.clear();  // breaks the cycle runs -> on_delta -> answer
+    return;
+  }
+  // The delta writer holds the answer weakly; on_done holds it until the next run takes over.
+  std::weak_ptr<Answer> weak = a;
+  a->runs[r]->start(
+      [weak, r](int choice, OutputDelta& d) {
+        if (auto self = weak.lock()) emit(*self, self->on_delta(r, choice, d));
+      },
+      [a, r](bool finished) {
+        if (finished) start_run(a, r + 1);
+      });
+}
+
+}  // namespace
+
+void respond_with_runs(Reply& res, const std::string& content_type,
                        std::vector<std::shared_ptr<GenerationRun>> runs,
                        std::function<std::string(size_t, int, OutputDelta&)> on_delta,
                        std::function<std::string()> finish) {
-  if (content_type == "text/event-stream") {
+  auto a = std::make_shared<Answer>();
+  a->content_type = content_type;
+  a->stream = content_type == "text/event-stream";
+  a->runs = std::move(runs);
+  a->on_delta = std::move(on_delta);
+  a->finish = std::move(finish);
+  if (a->stream) {
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
   }
-  res.set_chunked_content_provider(content_type, [runs, on_delta, finish](size_t, httplib::DataSink& sink) {
-    bool ok = true;
-    auto write = [&](const std::string& s) {
-      if (!s.empty() && ok) ok = sink.write(s.data(), s.size());
-    };
-    for (size_t r = 0; r < runs.size() && ok; ++r) {
-      bool finished = runs[r]->run([&] { return ok && sink.is_writable(); },
-                                   [&](int choice, OutputDelta& d) { write(on_delta(r, choice, d)); });
-      ok = ok && finished;
-    }
-    if (!ok) return false;  // the client is gone: the runs were aborted
-    write(finish());
-    sink.done();
-    return ok;
+  res.defer([a](std::shared_ptr<http::Responder> out, const http::Headers& headers) {
+    a->out = out;
+    a->headers = headers;
+    if (a->stream) out->start_stream(200, headers, a->content_type);
+    // A client that leaves cancels every run (the answer's runs list is read before any is cleared).
+    std::vector<std::weak_ptr<GenerationRun>> runs(a->runs.begin(), a->runs.end());
+    out->on_close([runs] {
+      for (const auto& w : runs)
+        if (auto r = w.lock()) r->cancel();
+    });
+    start_run(a, 0);
   });
 }
 

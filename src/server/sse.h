@@ -1,5 +1,6 @@
-// Small helpers for responses: SSE framing, ids, and running a GenerationRun inside a cpp-httplib chunked
-// content provider (which is where a client disconnect becomes visible).
+// Small helpers for responses: SSE framing, ids, and answering a request from GenerationRuns: a stream of
+// events (SSE) or one JSON body, produced as the engine's events arrive, with a client disconnect cancelling
+// the runs.
 #pragma once
 
 #include <functional>
@@ -10,11 +11,6 @@
 
 #include "server/generation_run.h"
 
-namespace httplib {
-class DataSink;
-struct Response;
-}  // namespace httplib
-
 namespace m3 {
 
 std::string random_id(const std::string& prefix, int hex_chars = 32);
@@ -24,10 +20,11 @@ int64_t unix_time();
 std::string sse_data(const nlohmann::json& j);
 std::string sse_event(const std::string& type, const nlohmann::json& j);
 
-// Streams the runs' deltas through `on_delta`, which returns text to write; `finish` returns the trailing
-// text (final chunk, usage, [DONE] or the full JSON body). Writes happen as they come; a failed write or a
-// closed socket aborts the runs.
-void respond_with_runs(httplib::Response& res, const std::string& content_type,
+// Defers `res`: the runs' deltas go through `on_delta`, which returns text; `finish` returns the trailing
+// text (final chunk, usage, [DONE] or the full JSON body). With content type text/event-stream the text is
+// written as it comes (chunked); otherwise it is collected and sent as one body when the last run ends. Runs
+// are delivered one after the other (they compute concurrently). A client that leaves cancels them.
+void respond_with_runs(Reply& res, const std::string& content_type,
                        std::vector<std::shared_ptr<GenerationRun>> runs,
                        std::function<std::string(size_t run, int choice, OutputDelta&)> on_delta,
                        std::function<std::string()> finish);

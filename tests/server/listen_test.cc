@@ -1,6 +1,6 @@
 // The listening socket: a burst of connections is queued by the kernel even before the server accepts any
-// (cpp-httplib's own backlog of 5 left clients in SYN back-off for minutes), and a second server cannot take
-// a port that is in use.
+// (the old cpp-httplib server listened with a backlog of 5 and left clients in SYN back-off for minutes), and
+// a second server cannot take a port that is in use.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>

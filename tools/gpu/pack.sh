@@ -4,7 +4,7 @@
 # M3_PACK_NODE=1 also packs node and the e2e suite's npm packages (xz, ~26 MB) so check.sh can run the server
 # e2e suite on --device cuda there (the device image has no node).
 # Why not build there: the device image has nvcc and cmake but not this project's Debian -dev packages
-# (CLI11, PCRE2, utf8proc, yaml-cpp, cpp-httplib, GoogleTest), and it cannot install any.
+# (CLI11, PCRE2, utf8proc, yaml-cpp, Boost, brotli, GoogleTest), and it cannot install any.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build-cuda}

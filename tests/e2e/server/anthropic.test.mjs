@@ -91,7 +91,8 @@ async function both(body) {
 
 describe('messages', () => {
   it('thinking enabled: a thinking block then a text block, end_turn', async () => {
-    const { full, s } = await both({ messages: user('2+2? [enabled]'), thinking: { type: 'enabled', budget_tokens: 1024 } });
+    const { full, s } = await both({ messages: user('2+2? [enabled]'), max_tokens: 2000,
+                                     thinking: { type: 'enabled', budget_tokens: 1024 } });
     assert.match(full.id, /^msg_/);
     assert.equal(full.type, 'message');
     assert.equal(full.role, 'assistant');
@@ -110,6 +111,21 @@ describe('messages', () => {
       'content_block_delta:signature_delta', 'content_block_stop', 'content_block_start',
       'content_block_delta:text_delta', 'content_block_stop', 'message_delta', 'message_stop',
     ]);
+  });
+
+  it('thinking.budget_tokens closes the thinking block when spent, and must stay below max_tokens', async () => {
+    const { full } = await both({ messages: user('2+2? [enabled]'), max_tokens: 50,
+                                  thinking: { type: 'enabled', budget_tokens: 3 } });
+    const whole = 'The user wants 2+2. That is 4.';
+    assert.equal(full.content[0].type, 'thinking');
+    const cut = full.content[0].thinking;
+    assert.ok(cut.length > 0 && cut.length < whole.length && whole.startsWith(cut),
+              `the thinking was cut after 3 tokens: ${JSON.stringify(cut)}`);
+    assert.equal(full.content[1].type, 'text', 'the answer goes on after the forced </mm:think>');
+    const r = await postJSON(server, '/v1/messages', { model: MODEL_NAME, max_tokens: 1024, messages: user('x'),
+                                                        thinking: { type: 'enabled', budget_tokens: 1024 } });
+    expectAnthropicError(assert, r, 400, 'invalid_request_error');
+    assert.match(r.json.error.message, /`max_tokens` must be greater than `thinking.budget_tokens`/);
   });
 
   it('thinking disabled: text only', async () => {

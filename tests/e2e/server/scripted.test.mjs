@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 
-import { MODEL_NAME, postJSON, startServer } from './lib/harness.mjs';
+import { MODEL_NAME, expectOpenAIError, postJSON, startServer } from './lib/harness.mjs';
 import { NS, SCRIPT, TIME_TOOL, WEATHER_TOOL } from './lib/script.mjs';
 
 let server, client;
@@ -92,6 +92,21 @@ describe('reasoning in every thinking mode', () => {
       assertSame(r);
     });
   }
+
+  it('thinking_token_budget ends the reasoning after that many tokens; reasoning_effort none disables it', async () => {
+    const r = await both({ messages: user('Question [enabled]'), ...mode('enabled'), thinking_token_budget: 3 });
+    const whole = 'The user wants 2+2. That is 4.';
+    assert.ok(r.msg.reasoning_content.length > 0 && r.msg.reasoning_content.length < whole.length &&
+              whole.startsWith(r.msg.reasoning_content), `cut reasoning: ${JSON.stringify(r.msg.reasoning_content)}`);
+    assert.ok(r.msg.content.length > 0, 'the answer goes on after the forced </mm:think>');
+    assertSame(r);
+    const t = await postJSON(server, '/tokenize', { messages: user('hi'), reasoning_effort: 'none' });
+    const d = await postJSON(server, '/tokenize', { messages: user('hi'), ...mode('disabled') });
+    assert.equal(t.json.prompt, d.json.prompt);
+    const bad = await postJSON(server, '/v1/chat/completions', { model: MODEL_NAME, messages: user('x'),
+                                                                 thinking_token_budget: -2 });
+    expectOpenAIError(assert, bad, 400, 'thinking_token_budget');
+  });
 
   it('the generation prompt ends as the template says for each mode', async () => {
     const ends = { enabled: '<mm:think>', disabled: '</mm:think>', adaptive: ']~b]ai\n' };
