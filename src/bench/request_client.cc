@@ -1,9 +1,11 @@
-// HTTP side of one benchmark request (cpp-httplib, one keep-alive connection per RequestClient): the body is
-// read through a content receiver so every SSE chunk is timed when its bytes arrive, not when the response
-// ends. Error texts are cut at a UTF-8 boundary so they can go into the result JSON.
+// One benchmark request on the asynchronous HttpClient: body bytes go through the SseReader into the
+// StreamTimeline as they arrive (on an I/O thread), so every SSE chunk is timed on arrival, not when the
+// response ends. Error texts are cut at a UTF-8 boundary so they can go into the result JSON.
 #include "bench/request_client.h"
 
-#include <httplib.h>
+#include <algorithm>
+#include <future>
+#include <memory>
 
 #include "common/error.h"
 
@@ -22,29 +24,16 @@ std::string clip(std::string_view s) {
   return std::string(s.substr(0, n)) + "...";
 }
 
-// "http://host:port/prefix/" -> {"http://host:port", "/prefix"}.
-std::pair<std::string, std::string> split_base_url(const std::string& url) {
-  const size_t scheme = url.find("://");
-  const size_t slash = url.find('/', scheme == std::string::npos ? 0 : scheme + 3);
-  if (slash == std::string::npos) return {url, ""};
-  std::string prefix = url.substr(slash);
-  while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
-  return {url.substr(0, slash), prefix};
+constexpr size_t kMaxErrorBody = 4096;  // of a non-200 answer, kept for the error text
+
+// base_url (which may carry a path prefix) + path, without a doubled slash.
+std::string join_url(std::string base_url, const std::string& path) {
+  while (!base_url.empty() && base_url.back() == '/') base_url.pop_back();
+  return base_url + path;
 }
 
-std::string describe(httplib::Error e, const std::string& url) {
-  switch (e) {
-    case httplib::Error::Connection:
-      return "cannot connect to " + url + " (connection refused or host unreachable)";
-    case httplib::Error::ConnectionTimeout:
-      return "timed out connecting to " + url;
-    case httplib::Error::Read:
-      return "the connection to " + url + " broke while reading the response";
-    case httplib::Error::Write:
-      return "the connection to " + url + " broke while sending the request";
-    default:
-      return "request to " + url + " failed: " + httplib::to_string(e);
-  }
+double seconds_since(std::chrono::steady_clock::time_point epoch) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch).count();
 }
 
 // The message of an OpenAI-shaped error ({"error": {"message"}} or {"message"}), else the raw text.
@@ -60,6 +49,12 @@ std::string error_text(const json& e) {
 std::string error_body_text(const std::string& body) {
   const json j = json::parse(body, nullptr, false);
   return j.is_discarded() ? clip(body) : error_text(j);
+}
+
+// "HTTP 503 Service Unavailable: <the error's message>".
+std::string status_text(const HttpResponseHead& head, const std::string& body) {
+  std::string s = "HTTP " + std::to_string(head.status) + (head.reason.empty() ? "" : " " + head.reason);
+  return body.empty() ? s : s + ": " + error_body_text(body);
 }
 
 void append_string(std::string& out, const json& obj, const char* key) {
@@ -206,81 +201,68 @@ RequestOutput StreamTimeline::finish(const std::string& transport_error) && {
   return std::move(out_);
 }
 
-RequestClient::RequestClient(const Endpoint& ep, std::chrono::steady_clock::time_point epoch)
-    : ep_(ep), epoch_(epoch) {
-  auto [host, prefix] = split_base_url(ep.base_url);
-  path_ = prefix + ep.path;
-  http_ = std::make_unique<httplib::Client>(host);
-  http_->set_keep_alive(true);
-  http_->set_connection_timeout(30);
-  http_->set_read_timeout(6 * 3600);  // vLLM's per-request limit: queued requests may wait long for a token
-  http_->set_write_timeout(60);
-}
+RequestClient::RequestClient(const Endpoint& ep, std::chrono::steady_clock::time_point epoch,
+                             HttpClient& http)
+    : ep_(ep), epoch_(epoch), url_(join_url(ep.base_url, ep.path)), http_(http) {}
 
-RequestClient::~RequestClient() = default;
+void RequestClient::start(const SampleRequest& req, const std::string& request_id, Done done) const {
+  HttpRequest r{"POST", url_, ep_.headers, build_payload(ep_, req).dump()};
+  if (!request_id.empty()) r.headers.emplace_back("x-request-id", request_id);
+  r.headers.emplace_back("Content-Type", "application/json");
 
-double RequestClient::now() const {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_).count();
-}
-
-RequestOutput RequestClient::send(const SampleRequest& req, const std::string& request_id) {
-  httplib::Request r;
-  r.method = "POST";
-  r.path = path_;
-  for (const auto& [key, value] : ep_.headers) r.set_header(key, value);
-  if (!request_id.empty()) r.set_header("x-request-id", request_id);
-  r.set_header("Content-Type", "application/json");
-  r.body = build_payload(ep_, req).dump();
-
-  int status = 0;
-  std::string reason, error_body;
-  SseReader sse;
-  StreamTimeline timeline(ep_.kind, now(), req.prompt_len);
-  r.response_handler = [&](const httplib::Response& res) {
-    status = res.status;
-    reason = res.reason;
-    return true;
+  // What the callbacks share; they run one at a time (HttpCallbacks), so it needs no lock.
+  struct Stream {
+    Stream(ApiKind kind, double start, int prompt_len) : timeline(kind, start, prompt_len) {}
+    HttpResponseHead head;
+    std::string error_body;
+    SseReader sse;
+    StreamTimeline timeline;
   };
-  r.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    if (status != 200) {
-      error_body.append(data, std::min(n, size_t{4096}));
-      return error_body.size() < 4096;
+  const auto epoch = epoch_;
+  auto s = std::make_shared<Stream>(ep_.kind, seconds_since(epoch), req.prompt_len);
+  HttpCallbacks cb;
+  cb.on_head = [s](const HttpResponseHead& head) { s->head = head; };
+  cb.on_body = [s, epoch](std::string_view bytes) {
+    if (s->head.status != 200) {
+      s->error_body.append(bytes.substr(0, kMaxErrorBody - std::min(kMaxErrorBody, s->error_body.size())));
+      return;
     }
-    const double t = now();
-    for (const std::string& payload : sse.feed(std::string_view(data, n))) timeline.on_payload(payload, t);
-    return true;
+    const double now = seconds_since(epoch);
+    for (const std::string& payload : s->sse.feed(bytes)) s->timeline.on_payload(payload, now);
   };
-  httplib::Response res;
-  httplib::Error err = httplib::Error::Success;
-  const bool ok = http_->send(r, res, err);
-  std::string transport;
-  if (status != 0 && status != 200) {
-    transport = "HTTP " + std::to_string(status) + (reason.empty() ? "" : " " + reason);
-    if (!error_body.empty()) transport += ": " + error_body_text(error_body);
-  } else if (!ok) {
-    transport = describe(err, ep_.base_url + ep_.path);
-  } else if (std::optional<std::string> last = sse.finish()) {
-    timeline.on_payload(*last, now());
-  }
-  return std::move(timeline).finish(transport);
+  cb.on_done = [s, epoch, done = std::move(done)](const std::string& error) {
+    std::string transport = error;
+    if (s->head.status != 0 && s->head.status != 200) {
+      transport = status_text(s->head, s->error_body);
+    } else if (error.empty()) {
+      if (std::optional<std::string> last = s->sse.finish())
+        s->timeline.on_payload(*last, seconds_since(epoch));
+    }
+    done(std::move(s->timeline).finish(transport));
+  };
+  http_.send(std::move(r), std::move(cb));
 }
 
-json get_json(const std::string& base_url, const std::string& path,
-              const std::vector<std::pair<std::string, std::string>>& headers) {
-  auto [host, prefix] = split_base_url(base_url);
-  const std::string url = base_url + path;
-  httplib::Client http(host);
-  http.set_connection_timeout(10);
-  http.set_read_timeout(60);
-  httplib::Headers h;
-  for (const auto& [key, value] : headers) h.emplace(key, value);
-  httplib::Result res = http.Get((prefix + path).c_str(), h);
-  if (!res) fail(ErrorKind::kUnavailable, describe(res.error(), url));
-  if (res->status != 200)
-    fail(ErrorKind::kUnavailable,
-         url + " answered HTTP " + std::to_string(res->status) + ": " + error_body_text(res->body));
-  json j = json::parse(res->body, nullptr, false);
-  if (j.is_discarded()) fail(ErrorKind::kUnavailable, url + " did not answer JSON: " + clip(res->body));
+RequestOutput RequestClient::send(const SampleRequest& req, const std::string& request_id) const {
+  auto result = std::make_shared<std::promise<RequestOutput>>();
+  std::future<RequestOutput> out = result->get_future();
+  start(req, request_id, [result](RequestOutput&& o) { result->set_value(std::move(o)); });
+  return out.get();
+}
+
+json get_json(const std::string& base_url, const std::string& path, const HeaderList& headers) {
+  const std::string url = join_url(base_url, path);
+  HttpClientOptions options;
+  options.io_threads = 1;
+  options.connect_timeout = std::chrono::seconds(10);
+  options.inactivity_timeout = std::chrono::seconds(60);
+  HttpClient http(options);
+  const HttpResult res = http.fetch({"GET", url, headers, ""});
+  if (!res.error.empty()) fail(ErrorKind::kUnavailable, res.error);
+  if (res.head.status != 200)
+    fail(ErrorKind::kUnavailable, url + " answered " + status_text(res.head, res.body));
+  json j = json::parse(res.body, nullptr, false);
+  if (j.is_discarded()) fail(ErrorKind::kUnavailable, url + " did not answer JSON: " + clip(res.body));
   return j;
 }
 

@@ -6,7 +6,7 @@
 #pragma once
 
 #include <chrono>
-#include <memory>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,11 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/http_client.h"
 #include "bench/random_dataset.h"
-
-namespace httplib {
-class Client;
-}
 
 namespace m3::bench {
 
@@ -30,8 +27,8 @@ struct Endpoint {
   std::string base_url;  // scheme://host[:port][/prefix]
   std::string path;      // e.g. /v1/completions (appended to the base URL's prefix)
   ApiKind kind = ApiKind::kCompletions;
-  std::string model;                                         // the "model" field of every request
-  std::vector<std::pair<std::string, std::string>> headers;  // Authorization, --header KEY=VALUE ...
+  std::string model;                                     // the "model" field of every request
+  HeaderList headers;                                    // Authorization, --header KEY=VALUE ...
   nlohmann::json extra_body = nlohmann::json::object();  // merged into every payload (sampling, --extra-body)
   bool ignore_eos = false;
   std::optional<int> logprobs;
@@ -89,27 +86,27 @@ class StreamTimeline {
   std::string error_;
 };
 
-// Sends requests to one endpoint over its own keep-alive connection. Not thread-safe: one per worker.
+// Sends benchmark requests to one endpoint through a shared HttpClient (whose connections it reuses). Holds
+// no per-request state, so any thread may start requests; `ep` and `http` must outlive every request.
 class RequestClient {
  public:
-  RequestClient(const Endpoint& ep, std::chrono::steady_clock::time_point epoch);
-  ~RequestClient();
-  RequestClient(const RequestClient&) = delete;
-  RequestClient& operator=(const RequestClient&) = delete;
+  using Done = std::function<void(RequestOutput&&)>;
+  RequestClient(const Endpoint& ep, std::chrono::steady_clock::time_point epoch, HttpClient& http);
 
-  RequestOutput send(const SampleRequest& req, const std::string& request_id);
+  // Sends `req` and returns at once; `done` gets the result on an I/O thread (see HttpCallbacks).
+  void start(const SampleRequest& req, const std::string& request_id, Done done) const;
+  // start() and wait for the result. Not from an I/O thread.
+  RequestOutput send(const SampleRequest& req, const std::string& request_id) const;
 
  private:
-  double now() const;
   const Endpoint& ep_;
-  std::chrono::steady_clock::time_point epoch_;
-  std::string path_;
-  std::unique_ptr<httplib::Client> http_;
+  const std::chrono::steady_clock::time_point epoch_;
+  const std::string url_;  // base URL + path
+  HttpClient& http_;
 };
 
 // GET base_url + path and parse the JSON body. Throws m3::Error(kUnavailable) naming the URL when the server
 // cannot be reached or does not answer 200 with JSON.
-nlohmann::json get_json(const std::string& base_url, const std::string& path,
-                        const std::vector<std::pair<std::string, std::string>>& headers);
+nlohmann::json get_json(const std::string& base_url, const std::string& path, const HeaderList& headers);
 
 }  // namespace m3::bench

@@ -8,23 +8,18 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
 #include <ctime>
-#include <deque>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <iostream>
 #include <map>
-#include <mutex>
 #include <random>
 #include <sstream>
-#include <system_error>
 #include <thread>
 
 #include "bench/progress_bar.h"
-#include "bench/request_client.h"
+#include "bench/request_runner.h"
 #include "common/error.h"
 #include "common/log.h"
 
@@ -251,80 +246,6 @@ ModelChoice choose_model(const ServeBenchOptions& o, const Endpoint& ep) {
   return c;
 }
 
-// Runs submitted requests on worker threads, each with its own connection. A worker is started whenever more
-// requests are waiting than workers are idle, up to `max_workers` (--max-concurrency); past it requests wait
-// for a free worker, and that wait is their client queue time.
-class WorkerPool {
- public:
-  using Done = std::function<void(size_t, RequestOutput&&)>;
-  WorkerPool(const Endpoint& ep, Clock::time_point epoch, size_t max_workers, Done done)
-      : ep_(ep), epoch_(epoch), max_workers_(max_workers), done_(std::move(done)) {}
-  ~WorkerPool() { finish(); }
-
-  void submit(size_t index, const SampleRequest& req, std::string request_id, double arrival) {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back({index, &req, std::move(request_id), arrival});
-    if (queue_.size() > idle_ && threads_.size() < max_workers_) {
-      try {
-        threads_.emplace_back([this] { work(); });
-      } catch (const std::system_error& e) {  // out of threads: the running workers take the rest
-        if (threads_.empty()) throw;
-        if (!thread_warning_) log_warn("cannot start more than ", threads_.size(), " workers: ", e.what());
-        thread_warning_ = true;
-      }
-    }
-    cv_.notify_one();
-  }
-
-  void finish() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      closing_ = true;
-    }
-    cv_.notify_all();
-    for (std::thread& t : threads_) t.join();
-    threads_.clear();
-  }
-
- private:
-  struct Job {
-    size_t index;
-    const SampleRequest* req;
-    std::string request_id;
-    double arrival;
-  };
-
-  void work() {
-    RequestClient client(ep_, epoch_);
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      ++idle_;
-      cv_.wait(lock, [this] { return closing_ || !queue_.empty(); });
-      --idle_;
-      if (queue_.empty()) return;
-      Job job = std::move(queue_.front());
-      queue_.pop_front();
-      lock.unlock();
-      RequestOutput out = client.send(*job.req, job.request_id);
-      out.client_queue_time = out.start_time - job.arrival;
-      done_(job.index, std::move(out));
-      lock.lock();
-    }
-  }
-
-  const Endpoint& ep_;
-  const Clock::time_point epoch_;
-  const size_t max_workers_;
-  const Done done_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Job> queue_;
-  size_t idle_ = 0;
-  bool closing_ = false;
-  bool thread_warning_ = false;
-  std::vector<std::thread> threads_;
-};
-
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
@@ -346,9 +267,9 @@ std::string local_date() {
 }
 
 // Repeats the first request until it succeeds or `timeout_s` passes (--ready-check-timeout-sec).
-void ready_check(const Endpoint& ep, const SampleRequest& req, int timeout_s) {
+void ready_check(const Endpoint& ep, HttpClient& http, const SampleRequest& req, int timeout_s) {
   const Clock::time_point t0 = Clock::now();
-  RequestClient client(ep, t0);
+  const RequestClient client(ep, t0, http);
   for (;;) {
     const RequestOutput out = client.send(req, "");
     if (out.success) break;
@@ -407,21 +328,23 @@ int run_serve_benchmark(const ServeBenchOptions& o) {
   const Tokenizer tok = Tokenizer::load(model.tokenizer);
   const std::vector<SampleRequest> requests = sample_random_requests(tok, o.random);
   const std::string id_prefix = o.request_id_prefix.empty() ? random_prefix() : o.request_id_prefix;
-  const size_t max_workers = o.max_concurrency ? size_t(*o.max_concurrency) : requests.size();
+  const size_t max_in_flight = o.max_concurrency ? size_t(*o.max_concurrency) : requests.size();
+  HttpClient http;
 
   if (o.ready_check_timeout_sec > 0) {
     std::cout << "Starting initial single prompt test run..." << std::endl;
-    ready_check(ep, requests.front(), o.ready_check_timeout_sec);
+    ready_check(ep, http, requests.front(), o.ready_check_timeout_sec);
   } else {
     std::cout << "Skipping endpoint ready check." << std::endl;
   }
   if (o.num_warmups > 0) {
     std::cout << "Warming up with " << o.num_warmups << " requests..." << std::endl;
     ProgressBar bar(o.num_warmups, !o.disable_tqdm);
-    WorkerPool pool(ep, Clock::now(), std::min<size_t>(max_workers, size_t(o.num_warmups)),
-                    [&](size_t, RequestOutput&& out) { bar.advance(!out.success); });
-    for (int i = 0; i < o.num_warmups; ++i) pool.submit(size_t(i), requests.front(), "", 0.0);
-    pool.finish();
+    const RequestClient client(ep, Clock::now(), http);
+    RequestRunner runner(client, max_in_flight,
+                         [&](size_t, RequestOutput&& out) { bar.advance(!out.success); });
+    for (int i = 0; i < o.num_warmups; ++i) runner.submit(size_t(i), requests.front(), "", 0.0);
+    runner.wait();
     std::cout << "Warmup run completed." << std::endl;
   }
 
@@ -439,16 +362,17 @@ int run_serve_benchmark(const ServeBenchOptions& o) {
   {
     ProgressBar bar(static_cast<int>(requests.size()), !o.disable_tqdm);
     const Clock::time_point start = Clock::now();
-    WorkerPool pool(ep, start, max_workers, [&](size_t i, RequestOutput&& out) {
+    const RequestClient client(ep, start, http);
+    RequestRunner runner(client, max_in_flight, [&](size_t i, RequestOutput&& out) {
       bar.advance(!out.success);
       outputs[i] = std::move(out);
     });
     for (size_t i = 0; i < requests.size(); ++i) {
       std::this_thread::sleep_until(
           start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrivals[i])));
-      pool.submit(i, requests[i], id_prefix + std::to_string(i), seconds_since(start));
+      runner.submit(i, requests[i], id_prefix + std::to_string(i), seconds_since(start));
     }
-    pool.finish();
+    runner.wait();
     duration = seconds_since(start);
   }
 

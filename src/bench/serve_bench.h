@@ -1,7 +1,8 @@
 // The `m3 bench serve` driver, vLLM's `vllm bench serve` in C++: resolves the model, tokenizer and endpoint,
 // draws the random dataset, sends the requests with Poisson / gamma arrivals (--request-rate, --burstiness)
-// under a --max-concurrency limit on worker threads (one keep-alive connection each, started as the load
-// needs them), shows progress, prints vLLM's report and writes its result JSON.
+// under a --max-concurrency limit through one event-driven HTTP client (two I/O threads, keep-alive
+// connections opened as the load needs them), shows progress, prints vLLM's report and writes its result
+// JSON.
 #pragma once
 
 #include <cstdint>

@@ -4,7 +4,6 @@
 // failed, a clear report, exit status 0 as vLLM); and flag errors that name the flag.
 #include <gtest/gtest.h>
 
-#include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -17,6 +16,8 @@
 #include <thread>
 
 #include <nlohmann/json.hpp>
+
+#include "bench/http_client.h"
 
 namespace {
 
@@ -86,12 +87,15 @@ class BenchServe : public ::testing::Test {
               "--served-model-name", "minimax-m3", static_cast<char*>(nullptr));
       std::_Exit(127);
     }
-    httplib::Client http("127.0.0.1", port_);
-    http.set_connection_timeout(1);
+    m3::bench::HttpClientOptions options;
+    options.connect_timeout = std::chrono::seconds(1);
+    options.inactivity_timeout = std::chrono::seconds(5);
+    m3::bench::HttpClient http(options);
+    const std::string health = "http://127.0.0.1:" + std::to_string(port_) + "/health";
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     while (std::chrono::steady_clock::now() < deadline) {
       if (::waitpid(pid, nullptr, WNOHANG) == pid) return;  // exited (port taken?): the caller retries
-      if (auto res = http.Get("/health"); res && res->status == 200) {
+      if (http.fetch({"GET", health, {}, ""}).head.status == 200) {
         server_ = pid;
         return;
       }

@@ -1,13 +1,12 @@
 // The streaming client: SSE framing split at every byte, completions and chat chunk shapes (role chunk,
 // reasoning fields, usage-only final chunk), garbled and cut streams, the request payloads, and the HTTP side
-// against an in-process cpp-httplib server (error status, broken connection, missing [DONE], headers).
+// against an in-process server (error status, broken connection, missing [DONE], headers, keep-alive reuse).
 #include <gtest/gtest.h>
 
-#include <httplib.h>
-
-#include <thread>
+#include <mutex>
 
 #include "bench/request_client.h"
+#include "sse_test_server.h"
 
 namespace m3::bench {
 namespace {
@@ -153,60 +152,11 @@ TEST(BenchPayload, CompletionsAndChatShapes) {
   EXPECT_EQ(chat["stream_options"]["include_usage"], true);
 }
 
-// A canned OpenAI-style server in this process.
+// The canned OpenAI-style endpoints of these tests, by path prefix.
 class FakeServer {
  public:
-  FakeServer() {
-    auto stream = [](std::vector<std::string> events, bool finish) {
-      return [events, finish](const httplib::Request&, httplib::Response& res) {
-        res.set_chunked_content_provider("text/event-stream",
-                                         [events, finish](size_t, httplib::DataSink& sink) {
-                                           for (const std::string& e : events) sink.write(e.data(), e.size());
-                                           if (!finish) return false;  // drop the connection mid-stream
-                                           sink.done();
-                                           return true;
-                                         });
-      };
-    };
-    const std::string chunk = "data: {\"choices\":[{\"text\":\"x\"}]}\n\n";
-    const std::string usage =
-        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2}}\n\n";
-    http_.Post(
-        "/ok/v1/completions", [this, chunk, usage](const httplib::Request& req, httplib::Response& res) {
-          std::lock_guard<std::mutex> lock(mu_);
-          auth_ = req.get_header_value("Authorization");
-          request_id_ = req.get_header_value("x-request-id");
-          body_ = json::parse(req.body, nullptr, false);
-          const std::string events = chunk + chunk + usage + "data: [DONE]\n\n";
-          res.set_chunked_content_provider("text/event-stream", [events](size_t, httplib::DataSink& sink) {
-            sink.write(events.data(), events.size());
-            sink.done();
-            return true;
-          });
-        });
-    http_.Post("/broken/v1/completions", stream({chunk}, false));
-    http_.Post("/nodone/v1/completions", stream({chunk, usage}, true));
-    http_.Post("/flaky/v1/completions",
-               [this, ok = stream({chunk, usage, "data: [DONE]\n\n"}, true), broken = stream({chunk}, false)](
-                   const httplib::Request& req, httplib::Response& res) {
-                 std::lock_guard<std::mutex> lock(mu_);
-                 (flaky_calls_++ % 2 == 0 ? broken : ok)(req, res);
-               });
-    http_.Post("/status/v1/completions", [](const httplib::Request&, httplib::Response& res) {
-      res.status = 503;
-      res.set_content(R"({"error":{"message":"server overloaded","type":"ServiceUnavailable"}})",
-                      "application/json");
-    });
-    port_ = http_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { http_.listen_after_bind(); });
-  }
-  ~FakeServer() {
-    http_.stop();
-    thread_.join();
-  }
-  std::string url(const std::string& prefix) const {
-    return "http://127.0.0.1:" + std::to_string(port_) + prefix;
-  }
+  std::string url(const std::string& prefix) const { return server_.url() + prefix; }
+  size_t connections() const { return server_.connections(); }
 
   std::mutex mu_;
   std::string auth_, request_id_;
@@ -214,9 +164,29 @@ class FakeServer {
   int flaky_calls_ = 0;
 
  private:
-  httplib::Server http_;
-  int port_ = 0;
-  std::thread thread_;
+  TestReply reply(const TestRequest& req) {
+    const std::string chunk = "data: {\"choices\":[{\"text\":\"x\"}]}\n\n";
+    const std::string usage =
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2}}\n\n";
+    const std::string done = "data: [DONE]\n\n";
+    std::lock_guard<std::mutex> lock(mu_);
+    if (req.target == "/ok/v1/completions") {
+      auth_ = req.headers.count("authorization") ? req.headers.at("authorization") : "";
+      request_id_ = req.headers.count("x-request-id") ? req.headers.at("x-request-id") : "";
+      body_ = json::parse(req.body, nullptr, false);
+      return {200, {chunk, chunk, usage, done}};
+    }
+    if (req.target == "/unframed/v1/completions") return {200, {chunk, chunk + usage, done}, true, false};
+    if (req.target == "/broken/v1/completions") return {200, {chunk}, false};  // dropped mid-stream
+    if (req.target == "/nodone/v1/completions") return {200, {chunk, usage}};
+    if (req.target == "/flaky/v1/completions")
+      return flaky_calls_++ % 2 == 0 ? TestReply{200, {chunk}, false} : TestReply{200, {chunk, usage, done}};
+    if (req.target == "/status/v1/completions")
+      return {503, {R"({"error":{"message":"server overloaded","type":"ServiceUnavailable"}})"}};
+    return {404, {}};
+  }
+
+  SseTestServer server_{[this](const TestRequest& req) { return reply(req); }};  // last: stops first
 };
 
 RequestOutput send_to(const FakeServer& server, const std::string& prefix) {
@@ -225,7 +195,8 @@ RequestOutput send_to(const FakeServer& server, const std::string& prefix) {
   ep.path = "/v1/completions";
   ep.model = "m";
   ep.headers = {{"Authorization", "Bearer secret"}};
-  RequestClient client(ep, std::chrono::steady_clock::now());
+  HttpClient http;
+  const RequestClient client(ep, std::chrono::steady_clock::now(), http);
   return client.send({"hi", 1, 2}, "bench-1");
 }
 
@@ -252,11 +223,21 @@ TEST(BenchRequestClient, AFailedRequestDoesNotSpoilTheConnectionForTheNext) {
   Endpoint ep;
   ep.base_url = server.url("/flaky");
   ep.path = "/v1/completions";
-  RequestClient client(ep, std::chrono::steady_clock::now());
+  HttpClient http;
+  const RequestClient client(ep, std::chrono::steady_clock::now(), http);
   for (int i = 0; i < 6; ++i) {
     const RequestOutput o = client.send({"hi", 1, 2}, "");
     EXPECT_EQ(o.success, i % 2 == 1) << "request " << i << ": " << o.error;
   }
+  EXPECT_EQ(server.connections(), 4u);  // a dropped stream's connection is not used again; a whole one's is
+}
+
+TEST(BenchRequestClient, AStreamEndedByClosingTheConnectionIsWhole) {
+  FakeServer server;
+  const RequestOutput o = send_to(server, "/unframed");
+  ASSERT_TRUE(o.success) << o.error;
+  EXPECT_EQ(o.generated_text, "xx");
+  EXPECT_EQ(o.output_tokens, 2);
 }
 
 TEST(BenchRequestClient, HttpErrorsBrokenStreamsAndNoServerAreFailures) {
@@ -268,7 +249,8 @@ TEST(BenchRequestClient, HttpErrorsBrokenStreamsAndNoServerAreFailures) {
 
   const RequestOutput broken = send_to(server, "/broken");
   EXPECT_FALSE(broken.success);
-  EXPECT_FALSE(broken.error.empty());
+  EXPECT_NE(broken.error.find("closed the connection before the response was complete"), std::string::npos)
+      << broken.error;
 
   const RequestOutput no_done = send_to(server, "/nodone");
   EXPECT_FALSE(no_done.success);
@@ -281,7 +263,8 @@ TEST(BenchRequestClient, HttpErrorsBrokenStreamsAndNoServerAreFailures) {
   Endpoint nowhere;
   nowhere.base_url = "http://127.0.0.1:1";
   nowhere.path = "/v1/completions";
-  RequestClient client(nowhere, std::chrono::steady_clock::now());
+  HttpClient http;
+  const RequestClient client(nowhere, std::chrono::steady_clock::now(), http);
   const RequestOutput refused = client.send({"hi", 1, 2}, "");
   EXPECT_FALSE(refused.success);
   EXPECT_NE(refused.error.find("cannot connect"), std::string::npos) << refused.error;
