@@ -144,16 +144,18 @@ export class Server {
 // (scripted servers keep their scripted device).
 const EXTRA_ARGS = (process.env.M3_E2E_SERVE_ARGS || '').split(' ').filter(Boolean);
 
-// Starts `m3 serve` on the tiny model (or `model`) with `args` and waits until /health answers 200.
-export async function startServer({ args = [], script = null, model = null, env = {} } = {}) {
+// Starts `m3 serve` on the tiny model (or `model`) with `args` and waits until /health answers 200. `parsers:
+// false` leaves out --reasoning-parser / --tool-call-parser / --enable-auto-tool-choice (SGLang / TensorRT-LLM
+// style launch commands).
+export async function startServer({ args = [], script = null, model = null, env = {}, parsers = true } = {}) {
   const dir = model ?? (await tinyModel());
   for (let attempt = 0; ; ++attempt) {
     const port = await freePort();
     const names = args.includes('--served-model-name') ? [] : ['--served-model-name', MODEL_NAME];
-    const argv = ['serve', dir, '--host', '127.0.0.1', '--port', String(port), ...names,
-                  '--reasoning-parser', 'minimax_m3', '--tool-call-parser', 'minimax_m3',
-                  '--enable-auto-tool-choice', ...(script ? ['--scripted-responses', writeScript(script)] : []),
-                  ...EXTRA_ARGS, ...args];
+    const parserArgs = parsers ? ['--reasoning-parser', 'minimax_m3', '--tool-call-parser', 'minimax_m3',
+                                  '--enable-auto-tool-choice'] : [];
+    const argv = ['serve', dir, '--host', '127.0.0.1', '--port', String(port), ...names, ...parserArgs,
+                  ...(script ? ['--scripted-responses', writeScript(script)] : []), ...EXTRA_ARGS, ...args];
     // Idle OpenMP threads sleep instead of spinning: under `ctest -j` on a small machine spinning workers
     // starve each other and a 300-token generation takes seconds instead of milliseconds.
     const procEnv = { OMP_WAIT_POLICY: 'PASSIVE', ...process.env, ...env };
@@ -183,6 +185,16 @@ export function parseMetrics(text) {
     if (!m) continue;
     const key = m[2] && /reason|status|le=/.test(m[2]) ? m[1] + m[2] : m[1];
     out[key] = Number(m[3]);
+  }
+  return out;
+}
+
+// The server's access log so far: [{method, path, status}] in order (text log lines `http method=… path=…
+// status=…`; the path may carry its query string).
+export function accessLog(server) {
+  const out = [];
+  for (const m of server.output.matchAll(/\bhttp method=(\S+) path=(\S+) status=(\d+)/g)) {
+    out.push({ method: m[1], path: m[2], status: Number(m[3]) });
   }
   return out;
 }
