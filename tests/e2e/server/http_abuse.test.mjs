@@ -214,11 +214,14 @@ describe('load', () => {
         const m = await server.metrics();
         return m['vllm:num_requests_running'] === 0 && m['vllm:kv_cache_usage_perc'] === 0;
       }, { timeoutMs: 20000, what: 'the engine to be idle' });
-      // The server returns freed heap to the OS within about a second of going idle.
+      // The server returns freed heap to the OS within about a second of going idle. Measured here: baseline
+      // ~320 MB (model, KV pool, engine workspace), peak ~800 MB during the load, ~345 MB after; what stays is
+      // allocator fragmentation, and without the idle trim it was over 120 MB.
       await waitFor(async () => {
-        const grown = memory(server).rss - baseline;
-        if (grown < 32 * 1024) return true;
-        throw new Error(`resident memory is ${grown} kB above its level before the load`);
+        const m = memory(server);
+        if (m.rss - baseline < 64 * 1024) return true;
+        throw new Error(`resident memory is ${m.rss - baseline} kB above its level before the load ` +
+                        `(${baseline} kB; peak ${m.hwm} kB)`);
       }, { timeoutMs: 10000, intervalMs: 200, what: 'memory to return to its level before the load' });
     } finally {
       await server.stop();
