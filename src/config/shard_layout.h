@@ -1,0 +1,40 @@
+// Which part of the model one tensor-parallel rank owns: query heads, KV and MSA index heads, the column
+// slices of the dense MLPs, the shared expert and every routed expert, and the vocabulary rows of the
+// embedding and the LM head. One plain struct that the loader (which slices to read), the weights and the
+// kernels' launch shapes all read, so no code asks "if tp > 1". Invariants: the ranks' query heads, MLP
+// columns and vocabulary rows partition the model's exactly; a rank's KV heads are those its query heads
+// attend with (below TP = number of KV heads each rank has its own; above, tp / num_kv_heads ranks share
+// one); the single MSA index key head is on every rank.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "config/model_config.h"
+
+namespace m3 {
+
+// A half-open range [begin, end) of heads, columns or rows.
+struct Slice {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+  bool operator==(const Slice&) const = default;
+};
+
+struct ShardLayout {
+  int tp_size = 1, tp_rank = 0;
+  Slice q_heads;               // query heads computed here (num_heads / tp)
+  Slice kv_heads;              // KV heads held here (and MSA index query heads: one per KV group)
+  Slice dense_intermediate;    // columns of gate / up (rows of down) of the dense MLP layers
+  Slice shared_intermediate;   // the same for the shared expert
+  Slice expert_intermediate;   // the same for each routed expert
+  Slice vocab;                 // embedding / LM-head rows (the last rank's may be shorter)
+  int64_t vocab_per_rank = 0;  // rows per rank before trimming, for the gathered logits' layout
+  int kv_replicas = 1;  // ranks that hold each KV head (1 up to TP = num_kv_heads, tp / num_kv_heads above)
+};
+
+// The layout of rank `tp_rank` of `tp_size`. Throws m3::Error(kInvalidArgument) naming --tensor-parallel-size
+// and the width that does not split (heads, KV heads, an MLP width, an MXFP8 scale block).
+ShardLayout make_shard_layout(const ModelConfig& config, int tp_size, int tp_rank);
+
+}  // namespace m3
