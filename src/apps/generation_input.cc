@@ -57,7 +57,6 @@ GenerationDefaults load_generation_defaults(const std::string& model_dir) {
     const int64_t n = integer(g, "max_new_tokens", 0);
     if (n < 1 || n > (1 << 30))
       fail(ErrorKind::kCorruptData, p.string() + ": max_new_tokens must be a positive integer");
-    d.max_tokens = static_cast<int>(n);
     d.max_new_tokens = static_cast<int>(n);
   }
   return d;
@@ -86,7 +85,7 @@ GenerationRequest parse_generation_request(const json& j, const GenerationDefaul
   } else {
     fail(ErrorKind::kInvalidArgument, "missing 'prompt_token_ids' (or 'prompt' / 'messages')");
   }
-  int64_t max_tokens = integer(j, "max_tokens", d.max_tokens);
+  int64_t max_tokens = integer(j, "max_tokens", d.max_new_tokens.value_or(16));
   if (max_tokens < 1 || max_tokens > (1 << 30)) bad("max_tokens", "must be a positive integer");
   r.max_tokens = static_cast<int>(max_tokens);
   r.sampling.temperature = static_cast<float>(number(j, "temperature", d.sampling.temperature));

@@ -15,9 +15,9 @@
 namespace m3 {
 
 struct GenerationDefaults {
-  SamplingParams sampling;            // temperature / top_p / top_k from generation_config.json when present
-  int max_tokens = 16;                // `m3 generate`'s default: max_new_tokens when the model sets it
-  std::optional<int> max_new_tokens;  // generation_config.json's, the server's default max_tokens
+  SamplingParams sampling;  // temperature / top_p / top_k from generation_config.json when present
+  std::optional<int>
+      max_new_tokens;  // the default max_tokens (server and `m3 generate`, whose fallback is 16)
 };
 
 GenerationDefaults load_generation_defaults(const std::string& model_dir);

@@ -48,9 +48,9 @@ ShardLayout make_shard_layout(const ModelConfig& c, int tp, int rank) {
   s.dense_intermediate = split(c, tp, rank, c.dense_intermediate_size, "the dense MLP width");
   s.shared_intermediate = split(c, tp, rank, c.shared_intermediate_size, "the shared expert width");
   s.expert_intermediate = split(c, tp, rank, c.expert_intermediate_size, "the routed expert width");
-  s.vocab_per_rank = (static_cast<int64_t>(c.vocab_size) + tp - 1) / tp;
-  s.vocab = {std::min<int64_t>(c.vocab_size, rank * s.vocab_per_rank),
-             std::min<int64_t>(c.vocab_size, (rank + 1) * s.vocab_per_rank)};
+  const int64_t vocab_per_rank = (static_cast<int64_t>(c.vocab_size) + tp - 1) / tp;
+  s.vocab = {std::min<int64_t>(c.vocab_size, rank * vocab_per_rank),
+             std::min<int64_t>(c.vocab_size, (rank + 1) * vocab_per_rank)};
   return s;
 }
 

@@ -23,13 +23,12 @@ struct Slice {
 
 struct ShardLayout {
   int tp_size = 1, tp_rank = 0;
-  Slice q_heads;               // query heads computed here (num_heads / tp)
-  Slice kv_heads;              // KV heads held here (and MSA index query heads: one per KV group)
-  Slice dense_intermediate;    // columns of gate / up (rows of down) of the dense MLP layers
-  Slice shared_intermediate;   // the same for the shared expert
-  Slice expert_intermediate;   // the same for each routed expert
-  Slice vocab;                 // embedding / LM-head rows (the last rank's may be shorter)
-  int64_t vocab_per_rank = 0;  // rows per rank before trimming, for the gathered logits' layout
+  Slice q_heads;              // query heads computed here (num_heads / tp)
+  Slice kv_heads;             // KV heads held here (and MSA index query heads: one per KV group)
+  Slice dense_intermediate;   // columns of gate / up (rows of down) of the dense MLP layers
+  Slice shared_intermediate;  // the same for the shared expert
+  Slice expert_intermediate;  // the same for each routed expert
+  Slice vocab;                // embedding / LM-head rows: ceil(vocab / tp) each, the last rank's shorter
   int kv_replicas = 1;  // ranks that hold each KV head (1 up to TP = num_kv_heads, tp / num_kv_heads above)
 };
 

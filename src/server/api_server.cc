@@ -24,6 +24,16 @@ bool is_prefix_pattern(const std::string& pattern) {
   return !pattern.empty() && pattern.back() == '*';
 }
 
+// One access-log line: `http method=... path=... status=...` then whichever optional fields are set.
+void log_access(const std::string& method, const std::string& path, int status, const std::string& client,
+                LogFields optional) {
+  LogFields fields = {
+      {"method", method}, {"path", path}, {"status", std::to_string(status)}, {"client", client}};
+  for (auto& f : optional)
+    if (!f.second.empty()) fields.push_back(std::move(f));
+  log_fields(LogLevel::kInfo, "http", fields);
+}
+
 }  // namespace
 
 // Forwards to the transport's Responder and, when the answer ends (sent, stream ended or the client gone),
@@ -104,19 +114,17 @@ class ApiServer::LoggedResponder : public http::Responder,
     server_.metrics().http_response(status);
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
-    LogFields fields = {{"method", method_},
-                        {"path", path_},
-                        {"status", std::to_string(status)},
-                        {"ms", std::to_string(static_cast<int64_t>(ms))},
-                        {"client", client_}};
-    if (!query_.empty()) fields.push_back({"query", query_});
-    if (!request_id_.empty()) fields.push_back({"request_id", request_id_});
+    std::string error;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!error_.empty()) fields.push_back({"error", error_});
+      error = error_;
     }
-    if (client_left) fields.push_back({"closed", "client went away before the answer ended"});
-    log_fields(LogLevel::kInfo, "http", fields);
+    log_access(method_, path_, status, client_,
+               {{"ms", std::to_string(static_cast<int64_t>(ms))},
+                {"query", query_},
+                {"request_id", request_id_},
+                {"error", error},
+                {"closed", client_left ? "client went away before the answer ended" : ""}});
   }
 
   ApiServer& server_;
@@ -244,12 +252,7 @@ http::Response ApiServer::transport_error(int status, const std::string& message
   Reply res;
   send_error(res, api_error(status, message), family_of(req));
   metrics_->http_response(status);
-  log_fields(LogLevel::kInfo, "http",
-             {{"method", req.method},
-              {"path", req.path},
-              {"status", std::to_string(status)},
-              {"client", req.remote_addr},
-              {"error", message}});
+  log_access(req.method, req.path, status, req.remote_addr, {{"query", req.query}, {"error", message}});
   return std::move(static_cast<http::Response&>(res));
 }
 
@@ -268,7 +271,7 @@ void ApiServer::dispatch(http::Request&& req, std::shared_ptr<http::Responder> r
       res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
       res.set_header("Access-Control-Allow-Headers", "*");
     }
-    out->send(std::move(static_cast<http::Response&>(res)));
+    finish(out, res);
     return;
   }
   const std::map<std::string, Route>* methods = nullptr;
@@ -297,8 +300,7 @@ void ApiServer::dispatch(http::Request&& req, std::shared_ptr<http::Responder> r
     }
     return;
   }
-  out->set_error(res.error_message);
-  out->send(std::move(static_cast<http::Response&>(res)));
+  finish(out, res);
 }
 
 void ApiServer::answer(const Route& route, const http::Request& req,
@@ -324,7 +326,11 @@ void ApiServer::answer(const Route& route, const http::Request& req,
   } catch (const std::exception& e) {
     send_error(res, api_error(500, std::string("internal error: ") + e.what()), shape);
   }
-  if (res.later() && res.error_message.empty()) {
+  finish(out, res);
+}
+
+void ApiServer::finish(const std::shared_ptr<LoggedResponder>& out, Reply& res) {
+  if (res.later() && res.error_message.empty()) {  // the body comes later (an error replaces it)
     Reply::Later later = std::move(res.later());
     later(out, res.headers);
     return;

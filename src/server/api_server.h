@@ -115,6 +115,8 @@ class ApiServer {
   class LoggedResponder;
   void dispatch(http::Request&& req, std::shared_ptr<http::Responder> out);
   void answer(const Route& route, const http::Request& req, const std::shared_ptr<LoggedResponder>& out);
+  void finish(const std::shared_ptr<LoggedResponder>& out,
+              Reply& res);  // sends it, or starts its deferred body
   http::Response transport_error(int status, const std::string& message, const http::Request& req);
   Shape family_of(const http::Request& req) const;  // for errors outside any route
   bool authorized(const http::Request& req) const;

@@ -77,9 +77,8 @@ void GenerationRun::drain() {
       return;
     }
     std::lock_guard<std::mutex> lock(mu_);
-    if (!again_ || cancelled_) {
+    if (!again_ && !cancelled_) {  // a cancellation is handled at the top of the loop
       draining_ = false;
-      if (cancelled_) on_delta_ = nullptr;
       return;
     }
   }

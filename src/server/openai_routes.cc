@@ -143,6 +143,8 @@ void chat_completions(ApiServer& server, const http::Request& req, Reply& res) {
 
   GenerationSpec spec;
   if (body.contains("prompt_token_ids")) {  // TensorRT-LLM's benchmark sends token ids to the chat endpoint
+    if (budget)  // where reasoning starts is read from the rendered prompt, which token ids skip
+      reject("'thinking_token_budget' needs 'messages', not 'prompt_token_ids'", "thinking_token_budget");
     const auto& p = body["prompt_token_ids"];
     if (!p.is_array() || p.empty())
       reject("'prompt_token_ids' must be a non-empty list of token ids", "prompt_token_ids");

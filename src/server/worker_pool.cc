@@ -29,11 +29,6 @@ void WorkerPool::post(std::function<void()> task) {
   cv_.notify_one();
 }
 
-size_t WorkerPool::queued() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return tasks_.size();
-}
-
 void WorkerPool::work() {
   for (;;) {
     std::function<void()> task;

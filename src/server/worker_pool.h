@@ -18,12 +18,11 @@ class WorkerPool {
   ~WorkerPool();                     // runs what is queued, then joins
 
   void post(std::function<void()> task);
-  size_t queued() const;
 
  private:
   void work();
 
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> tasks_;
   bool stopping_ = false;

@@ -101,20 +101,33 @@ std::pair<std::vector<int32_t>, std::string> encode_protected(const Tokenizer& t
 
 // The template refused the conversation. Its author's raise_exception text is meant for users and is kept;
 // anything else is an interpreter detail, logged here and replaced by a message naming the first message the
-// template cannot render (found by rendering ever longer prefixes; this is the error path only).
+// template cannot render: the shortest failing prefix, found by bisection (a template reads messages in
+// order), so a long conversation costs O(n log n) renders on this error path, not O(n^2).
 [[noreturn]] void template_refused(const chat::ChatTemplate& tmpl, const chat::ChatRenderInput& in,
                                    const jinja::TemplateError& e) {
-  std::string culprit;
   chat::ChatRenderInput prefix = in;
   prefix.add_generation_prompt = false;
-  for (size_t n = 1; n <= in.messages.size() && culprit.empty(); ++n) {
+  auto fails = [&](size_t n) {
     prefix.messages = nlohmann::ordered_json::array();
     for (size_t i = 0; i < n; ++i) prefix.messages.push_back(in.messages[i]);
     try {
       tmpl.render(prefix);
+      return false;
     } catch (const Error&) {
-      culprit = "messages[" + std::to_string(n - 1) + "]";
+      return true;
     }
+  };
+  std::string culprit;
+  if (fails(in.messages.size())) {           // else only the generation prompt fails: no message to name
+    size_t lo = 1, hi = in.messages.size();  // the shortest failing prefix is in [lo, hi]
+    while (lo < hi) {
+      const size_t mid = lo + (hi - lo) / 2;
+      if (fails(mid))
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    culprit = "messages[" + std::to_string(lo - 1) + "]";
   }
   if (e.user_raised()) fail_field((culprit.empty() ? "" : culprit + ": ") + e.bare_message(), "messages");
   log_warn("chat template error: ", e.what());

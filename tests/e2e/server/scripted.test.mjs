@@ -106,6 +106,10 @@ describe('reasoning in every thinking mode', () => {
     const bad = await postJSON(server, '/v1/chat/completions', { model: MODEL_NAME, messages: user('x'),
                                                                  thinking_token_budget: -2 });
     expectOpenAIError(assert, bad, 400, 'thinking_token_budget');
+    const ids = await postJSON(server, '/v1/chat/completions', { model: MODEL_NAME, messages: user('x'),
+                                                                 prompt_token_ids: [1, 2, 3],
+                                                                 thinking_token_budget: 4 });
+    expectOpenAIError(assert, ids, 400, 'thinking_token_budget');
   });
 
   it('the generation prompt ends as the template says for each mode', async () => {
