@@ -91,10 +91,18 @@ void AsyncEngine::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+// Events are delivered with mu_ released: a stream's listener may drop the last reference to its consumer,
+// whose destructor calls abort(), which takes mu_ (a disconnect racing the final token deadlocked here).
 void AsyncEngine::loop() {
+  std::vector<std::pair<std::shared_ptr<RequestStream>, TokenEvent>> deliveries;
+  auto deliver = [&] {
+    for (auto& [stream, ev] : deliveries) stream->push(std::move(ev));
+    deliveries.clear();
+  };
   for (;;) {
     std::deque<std::pair<Request, std::shared_ptr<RequestStream>>> incoming;
     std::vector<int64_t> aborts;
+    bool done = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
       wake_.wait(lock,
@@ -123,29 +131,34 @@ void AsyncEngine::loop() {
         TokenEvent ev;
         ev.request_id = id;
         ev.finish = FinishReason::kAbort;
-        s->second->push(std::move(ev));
+        deliveries.emplace_back(s->second, std::move(ev));
         streams_.erase(s);
       }
-      if (stopping_ && streams_.empty()) return;
+      done = stopping_ && streams_.empty();
       stats_ = engine_->stats();  // aborts free pages without a step: publish that too
     }
+    deliver();
+    if (done) return;
     if (!engine_->has_work()) continue;
 
     std::vector<TokenEvent> events = engine_->step();  // outside the lock: submitters never wait for a step
 
-    std::lock_guard<std::mutex> lock(mu_);
-    for (TokenEvent& ev : events) {
-      const int64_t eng = ev.request_id, pub = public_ids_.at(eng);
-      ev.request_id = pub;
-      const bool last = ev.finish != FinishReason::kNone;
-      streams_.at(pub)->push(std::move(ev));
-      if (last) {
-        streams_.erase(pub);
-        engine_ids_.erase(pub);
-        public_ids_.erase(eng);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (TokenEvent& ev : events) {
+        const int64_t eng = ev.request_id, pub = public_ids_.at(eng);
+        ev.request_id = pub;
+        const bool last = ev.finish != FinishReason::kNone;
+        deliveries.emplace_back(streams_.at(pub), std::move(ev));
+        if (last) {
+          streams_.erase(pub);
+          engine_ids_.erase(pub);
+          public_ids_.erase(eng);
+        }
       }
+      stats_ = engine_->stats();
     }
-    stats_ = engine_->stats();
+    deliver();
   }
 }
 

@@ -2,6 +2,7 @@
 // draining refuses new work, and the in-flight cap gives a clear error.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "common/error.h"
@@ -49,6 +50,32 @@ TEST(AsyncEngine, ConcurrentSubmittersGetTheirOwnGreedyOutputs) {
   }
   EXPECT_EQ(engine.in_flight(), 0u);
   EXPECT_EQ(engine.stats().kv_pages_free, engine.stats().kv_pages_total);
+}
+
+// A consumer may react to an event by calling back into the engine (the server's GenerationRun aborts its
+// request from its destructor, which the listener can trigger when a client disconnects as the last token
+// arrives): events are delivered without the engine's lock held, so this never deadlocks.
+TEST(AsyncEngine, ListenersMayCallBackIntoTheEngine) {
+  AsyncEngine engine(tiny_engine());
+  std::atomic<int> calls{0};
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 4; ++i) {
+    auto stream = engine.submit(greedy({1, 2, 3, 4 + i}, 6));
+    const int64_t id = stream->id();
+    stream->set_listener([&engine, &calls, id] {
+      engine.abort(id);  // takes the engine's lock, as ~GenerationRun does
+      (void)engine.stats();
+      ++calls;
+    });
+    streams.push_back(stream);
+  }
+  for (auto& s : streams) {
+    FinishReason f = FinishReason::kNone;
+    drain(*s, &f);
+    EXPECT_NE(f, FinishReason::kNone);
+  }
+  EXPECT_GT(calls.load(), 0);
+  EXPECT_EQ(engine.in_flight(), 0u);
 }
 
 TEST(AsyncEngine, AbortFreesPagesAndEndsTheStream) {
