@@ -8,9 +8,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/m3-gpu-out}
 mkdir -p "$OUT"
-[ -f build-gpu/bundle.tar.xz ] && [ ! -x build-gpu/m3 ] && tar -C build-gpu -xJf build-gpu/bundle.tar.xz
-export LD_LIBRARY_PATH="$PWD/build-gpu/lib:${LD_LIBRARY_PATH:-}"
-M3=build-gpu/m3
+[ -f build-gpu/bundle.tar.xz ] && [ ! -x build-gpu/bin/m3 ] && tar -C build-gpu -xJf build-gpu/bundle.tar.xz
+M3=build-gpu/bin/m3  # finds build-gpu/lib through its RUNPATH (pack.sh)
 MODEL=/tmp/m3-random-3p5
 $M3 make-random-model --preset m3 --layers 3+5 --config-only --out $MODEL --tokenizer-from tests/fixtures/minimax-m3
 $M3 serve $MODEL --device cuda --load-format dummy --port 8123 --served-model-name minimax-m3 \
