@@ -1,7 +1,11 @@
 # Front door: `make serve` runs the server on the bundled tiny model, `make test` runs every test that needs
-# no GPU. Both install what they need first (`make deps`, Debian apt-get, idempotent).
+# no GPU. Both install what they need first (`make deps`, Debian apt-get, idempotent). `make dist` packs a
+# relocatable bundle of `m3` (dist/, docs/deployment.md), `make docker` an image of it.
 BUILD ?= build
 FUZZ_BUILD ?= $(BUILD)-fuzz
+DIST_BUILD ?= build-dist
+DIST_DIR ?= dist
+IMAGE ?= m3serve
 JOBS ?= $(shell nproc)
 CUDA ?= $(shell command -v nvcc >/dev/null 2>&1 || test -x /usr/local/cuda/bin/nvcc && echo 1 || echo 0)
 TINY_MODEL := $(BUILD)/tiny-m3
@@ -11,7 +15,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 APT_PACKAGES := build-essential cmake ninja-build pkg-config git clang libclang-rt-14-dev \
   nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libyaml-cpp-dev libgtest-dev libgmock-dev \
-  libboost-dev zlib1g-dev libbrotli-dev curl
+  libboost-dev zlib1g-dev libbrotli-dev libopenmpi-dev openmpi-bin curl patchelf
 
 ifeq ($(CUDA),1)
   NVCC := $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
@@ -20,7 +24,7 @@ else
   CUDA_FLAGS := -DM3_CUDA=OFF
 endif
 
-.PHONY: deps build test fuzz-smoke serve tiny-model clean format
+.PHONY: deps build test fuzz-smoke serve tiny-model dist docker clean format
 
 deps:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -58,8 +62,23 @@ serve: deps build tiny-model
 	OMP_WAIT_POLICY=PASSIVE $(BUILD)/m3 serve $(MODEL) --port $(PORT) --served-model-name minimax-m3 --block-size 128 \
 	  --reasoning-parser minimax_m3 --tool-call-parser minimax_m3 --enable-auto-tool-choice $(ARGS)
 
+# dist/m3serve-<version>-<arch>[-cuda<major>]/ (+ .tar.gz): bin/m3 with every library it needs but glibc and the
+# NVIDIA driver, built in $(DIST_BUILD) (tools/dist/bundle.sh says what goes in and why).
+dist: deps
+	CUDA=$(CUDA) NVCC=$(NVCC) DIST_BUILD=$(DIST_BUILD) DIST_DIR=$(DIST_DIR) JOBS=$(JOBS) CMAKE_ARGS="$(CMAKE_ARGS)" \
+	  tools/dist/bundle.sh
+
+# The Dockerfile's image of that bundle (NVIDIA CUDA runtime base), tagged $(IMAGE):<version>.
+docker: dist
+	@name=$$(CUDA=$(CUDA) NVCC=$(NVCC) tools/dist/bundle.sh --name); \
+	tag=$(IMAGE):$$(echo $$name | cut -d- -f2); \
+	cmd="docker build --build-arg BUNDLE=$(DIST_DIR)/$$name -t $$tag ."; \
+	if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then echo "$$cmd"; $$cmd; \
+	else echo "no docker daemon here: copy this tree's Dockerfile, .dockerignore and $(DIST_DIR)/$$name/ to a docker host and run"; \
+	  echo "  $$cmd"; fi
+
 clean:
-	rm -rf $(BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD) $(DIST_BUILD) $(DIST_DIR)
 
 format:
 	git ls-files '*.h' '*.cc' '*.cu' '*.cuh' | xargs clang-format -i

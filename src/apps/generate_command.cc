@@ -12,9 +12,12 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/generation_input.h"
+#include "apps/rank_launch.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "config/model_config.h"
+#include "config/shard_layout.h"
+#include "dist/rank_protocol.h"
 #include "engine/engine.h"
 #include "server/output_processor.h"
 #include "tokenizer/tokenizer_config.h"
@@ -27,6 +30,7 @@ struct GenerateArgs {
   int max_num_seqs = 256, max_num_batched_tokens = 8192, num_kv_pages = 0;
   int64_t max_model_len = 0;
   double kv_cache_gb = 4.0;
+  dist::LaunchFlags launch;  // world_size: --tensor-parallel-size
 };
 
 struct Line {
@@ -77,6 +81,15 @@ int kv_pages_needed(const ModelConfig& c, const std::vector<Line>& lines, const 
 }
 
 int run(const GenerateArgs& a) {
+  ModelConfig config = load_model_config(a.model);
+  make_shard_layout(config, a.launch.world_size, 0);  // a TP size the model does not split into fails here
+  const std::string device = resolve_device(a.device);
+  int rank_exit = 0;
+  const auto comm = start_ranks(a.launch, device, a.model, &rank_exit);
+  if (!comm) return rank_exit;                 // this process supervised the ranks, or was a worker rank
+  std::optional<dist::WorkerRelease> workers;  // rank 0 releases the workers when it ends
+  if (*comm) workers.emplace(**comm);
+
   GenerationDefaults defaults = load_generation_defaults(a.model);
   std::optional<Tokenizer> tok;
   std::optional<chat::ChatTemplate> chat_template;
@@ -99,9 +112,9 @@ int run(const GenerateArgs& a) {
     if (!in) fail(ErrorKind::kNotFound, "--input '" + a.input + "': cannot open");
     lines = read_lines(in, defaults, tok ? &*tok : nullptr, chat ? &*chat : nullptr);
   }
-  ModelConfig config = load_model_config(a.model);
   BackendOptions bo;
-  bo.device = resolve_device(a.device);
+  bo.device = device;
+  bo.comm = *comm;
   bo.num_kv_pages = kv_pages_needed(config, lines, a);
   bo.max_num_batched_tokens = a.max_num_batched_tokens;
   bo.max_num_seqs = a.max_num_seqs;
@@ -194,6 +207,10 @@ void register_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--num-kv-pages", args->num_kv_pages,
                   "KV pages to allocate (default: what the requests need)");
   cmd->add_option("--kv-cache-gb", args->kv_cache_gb, "Cap on the default KV pool size (cpu)");
+  cmd->add_option("--tensor-parallel-size,--tp-size,--tp", args->launch.world_size,
+                  "Ranks the model is split over (self-spawned under mpirun, or mpirun / srun's tasks)")
+      ->check(CLI::PositiveNumber);
+  add_rank_flags(*cmd, args->launch);
   cmd->callback([args, &exit_code] { exit_code = run(*args); });
 }
 

@@ -11,8 +11,10 @@
 #include "apps/tokenize_command.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "dist/launch.h"
 
 int main(int argc, char** argv) {
+  m3::dist::set_command_line(argc, argv);  // self-spawned ranks re-run it
   CLI::App app{"m3serve: inference server for the MiniMax-M3 model family", "m3"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "m3serve 0.1.0");

@@ -13,10 +13,13 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/generation_input.h"
+#include "apps/rank_launch.h"
 #include "apps/serve_options.h"
 #include "apps/stats_logger.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "dist/fault.h"
+#include "dist/rank_protocol.h"
 #include "server/api_server.h"
 #include "tokenizer/tokenizer_config.h"
 
@@ -24,7 +27,9 @@ namespace m3 {
 namespace {
 namespace fs = std::filesystem;
 
-std::shared_ptr<ServingContext> load_model(const ServeConfig& cfg, const ModelConfig& model) {
+std::shared_ptr<ServingContext> load_model(const ServeConfig& cfg, const ModelConfig& model,
+                                           const std::string& device,
+                                           std::shared_ptr<dist::Communicator> comm) {
   fs::path dir = cfg.model_dir;
   if (!fs::exists(dir / "tokenizer.json"))
     fail(ErrorKind::kNotFound, (dir / "tokenizer.json").string() + ": serving needs the model's tokenizer");
@@ -37,8 +42,9 @@ std::shared_ptr<ServingContext> load_model(const ServeConfig& cfg, const ModelCo
                      chat::ChatTemplate::from_file(tmpl), special.bos, special.eos});
 
   BackendOptions bo;
-  bo.device = cfg.scripted_responses.empty() ? resolve_device(cfg.device) : "scripted";
+  bo.device = device;
   bo.script = cfg.scripted_responses;
+  bo.comm = std::move(comm);
   const int64_t page = model.msa.block_size;
   const int64_t budget = static_cast<int64_t>(cfg.kv_cache_gb * (1ull << 30) / cpu_kv_bytes_per_page(model));
   const int64_t want_len =
@@ -71,6 +77,13 @@ int run_serve(ServeConfig& cfg) {
   const GenerationDefaults generation = load_generation_defaults(cfg.model_dir);
   cfg.server.default_sampling = generation.sampling;
   cfg.server.default_max_tokens = generation.max_new_tokens;
+  const std::string device = cfg.scripted_responses.empty() ? resolve_device(cfg.device) : "scripted";
+  int rank_exit = 0;
+  const auto comm = start_ranks(cfg.launch, device, cfg.model_dir, &rank_exit);
+  if (!comm) return rank_exit;  // this process supervised the ranks, or was a worker rank
+  // Rank 0 releases the workers when it ends, after the engine (declared after this) has stopped.
+  std::optional<dist::WorkerRelease> workers;
+  if (*comm) workers.emplace(**comm);
 
   // Signals are taken by one thread with sigwait, so no handler runs inside library code.
   sigset_t signals;
@@ -88,12 +101,22 @@ int run_serve(ServeConfig& cfg) {
                                           std::to_string(cfg.server.port) +
                                           ": cannot listen there (address in use or not local)");
   std::thread http([&] { server.serve(); });
+  // A lost rank (dist/fault.h): /health and new requests answer 503 for a moment, then the run ends non-zero.
+  dist::set_fault_handler([&server](const std::string& why) {
+    log_error("lost a rank: ", why, "; the server stops (/health answers 503)");
+    server.begin_drain();
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  });
+  struct FaultHandlerReset {
+    ~FaultHandlerReset() { dist::set_fault_handler(nullptr); }
+  } fault_handler_reset;
+  const auto rank_watch = watch_local_ranks(*comm);
   log_info("listening on http://", cfg.server.host, ":", server.port(),
            " (loading the model; /health answers 503)");
 
   std::shared_ptr<ServingContext> ctx;
   try {
-    ctx = load_model(cfg, model);
+    ctx = load_model(cfg, model, device, *comm);
   } catch (...) {
     server.stop();
     http.join();

@@ -6,8 +6,10 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "apps/rank_launch.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "config/shard_layout.h"
 
 namespace m3 {
 namespace fs = std::filesystem;
@@ -25,6 +27,7 @@ void add_serve_flags(CLI::App& cmd, ServeConfig& c) {
   cmd.add_option("--allowed-origins", s.allowed_origins, "CORS origins (default: CORS off)");
   cmd.add_option("--tensor-parallel-size,--tp-size,--tp_size,--tp", c.tensor_parallel,
                  "Tensor-parallel GPUs");
+  add_rank_flags(cmd, c.launch);
   cmd.add_option("--data-parallel-size,--dp-size,--dp", c.data_parallel, "Data-parallel replicas");
   cmd.add_option("--ep-size,--moe_expert_parallel_size,--expert-parallel-size", c.expert_parallel,
                  "Expert-parallel GPUs");
@@ -199,9 +202,8 @@ bool parser_enabled(const std::string& flag, const std::string& v, const ModelCo
 
 void finalize_serve_config(ServeConfig& c, const ModelConfig& model) {
   if (!c.extra_options_yaml.empty()) merge_yaml(c, model);
-  if (c.tensor_parallel != 1)
-    fail(ErrorKind::kUnsupported, "--tensor-parallel-size " + std::to_string(c.tensor_parallel) +
-                                      ": multi-GPU serving is not implemented yet; use 1");
+  make_shard_layout(model, c.tensor_parallel, 0);  // a size the heads and widths do not split into fails here
+  c.launch.world_size = c.tensor_parallel;
   if (c.data_parallel != 1)
     fail(ErrorKind::kUnsupported,
          "--data-parallel-size " + std::to_string(c.data_parallel) + " is not supported yet; use 1");

@@ -1,6 +1,7 @@
 // `m3 serve` configuration: the flags of vLLM, SGLang and trtllm-serve as the deployment guides spell them,
 // plus TensorRT-LLM's --extra_llm_api_options YAML. Everything is validated before the model loads; a value
-// this build cannot honour (TP > 1, fp8 KV on the CPU backend, a block size other than the model's) is an
+// this build cannot honour (fp8 KV, a block size other than the model's, a TP size the heads do not split
+// into) is an
 // error naming the flag. Backend-choice flags of the peers (attention/MoE backends) are accepted and logged.
 #pragma once
 
@@ -11,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include "config/model_config.h"
+#include "dist/launch.h"
 #include "engine/engine.h"
 #include "server/api_server.h"
 
@@ -23,6 +25,7 @@ struct ServeConfig {
   ServerOptions server;
   EngineOptions engine;
   int tensor_parallel = 1, data_parallel = 1, expert_parallel = 1;
+  dist::LaunchFlags launch;  // world_size = tensor_parallel after finalize
   bool enable_expert_parallel = false;
   int block_size = 0;  // 0: the model's
   double gpu_memory_utilization = 0.9;

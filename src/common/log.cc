@@ -17,6 +17,7 @@ namespace {
 std::atomic<LogLevel> g_level{LogLevel::kInfo};
 std::atomic<LogFormat> g_format{LogFormat::kText};
 std::mutex g_mutex;
+std::string g_tag;  // written once at startup, before other threads log
 const char* level_tag(LogLevel l) {
   switch (l) {
     case LogLevel::kDebug:
@@ -42,6 +43,10 @@ LogLevel log_level() {
 
 void set_log_format(LogFormat format) {
   g_format = format;
+}
+
+void set_log_tag(const std::string& tag) {
+  g_tag = tag;
 }
 
 LogFormat parse_log_format(const std::string& name) {
@@ -80,13 +85,16 @@ void log_fields(LogLevel level, const std::string& message, const LogFields& fie
     while (!lvl.empty() && lvl.back() == ' ') lvl.pop_back();
     for (char& c : lvl) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     j["level"] = lvl;
+    if (!g_tag.empty()) j["rank"] = g_tag;
     j["msg"] = message;
     for (const auto& [k, v] : fields) j[k] = v;
     line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   } else {
     char head[64];
     std::snprintf(head, sizeof head, "%s %s.%03d ", level_tag(level), stamp, ms);
-    line = head + message;
+    line = head;
+    if (!g_tag.empty()) line += "[" + g_tag + "] ";
+    line += message;
     for (const auto& [k, v] : fields) line += " " + k + "=" + v;
   }
   std::lock_guard<std::mutex> lock(g_mutex);

@@ -16,6 +16,9 @@ enum class LogFormat { kText, kJson };
 
 void set_log_level(LogLevel level);
 void set_log_format(LogFormat format);
+// A tag on every line of this process ("rank 1" on the workers of a multi-rank run): a "[tag] " prefix in
+// text, a "rank" member in json. Set once at startup.
+void set_log_tag(const std::string& tag);
 LogFormat parse_log_format(const std::string& name);  // throws m3::Error(kInvalidArgument) on an unknown name
 using LogFields = std::vector<std::pair<std::string, std::string>>;
 // An event with named fields (rendered as k=v in text, as JSON members in json).

@@ -33,10 +33,15 @@ __device__ float block_sum(float v) {
 
 // One CTA per row; 16-byte loads when the width allows.
 __global__ void embed_kernel(const bf16* __restrict__ table, const int32_t* __restrict__ ids, int H,
-                             float* __restrict__ out) {
+                             int vocab_begin, int vocab_end, float* __restrict__ out) {
   const int t = blockIdx.x;
-  const bf16* row = table + static_cast<int64_t>(ids[t]) * H;
+  const int id = ids[t];
   float* o = out + static_cast<int64_t>(t) * H;
+  if (id < vocab_begin || id >= vocab_end) {  // another rank's row: this rank adds zeros
+    for (int i = threadIdx.x; i < H; i += blockDim.x) o[i] = 0.0f;
+    return;
+  }
+  const bf16* row = table + static_cast<int64_t>(id - vocab_begin) * H;
   if (H % 8 == 0) {
     for (int i = threadIdx.x * 8; i < H; i += blockDim.x * 8) {
       const uint4 v = *reinterpret_cast<const uint4*>(row + i);
@@ -203,8 +208,9 @@ int grid_for(int64_t n) {
 
 }  // namespace
 
-void embed_rows(const bf16* table, const int32_t* ids, int T, int H, float* out, cudaStream_t s) {
-  if (T > 0) embed_kernel<<<T, kThreads, 0, s>>>(table, ids, H, out);
+void embed_rows(const bf16* table, const int32_t* ids, int T, int H, int vocab_begin, int vocab_end,
+                float* out, cudaStream_t s) {
+  if (T > 0) embed_kernel<<<T, kThreads, 0, s>>>(table, ids, H, vocab_begin, vocab_end, out);
 }
 void rms_norm(const float* x, const bf16* w, int rows, int dim, float eps, bf16* ob, float* of,
               cudaStream_t s) {

@@ -22,7 +22,10 @@ struct TokenMeta {
   int max_blocks;
 };
 
-void embed_rows(const bf16* table, const int32_t* ids, int T, int H, float* out, cudaStream_t s);
+// out[t] = table row ids[t] - vocab_begin for ids in [vocab_begin, vocab_end) (this rank's vocabulary rows),
+// zeros for the others.
+void embed_rows(const bf16* table, const int32_t* ids, int T, int H, int vocab_begin, int vocab_end,
+                float* out, cudaStream_t s);
 // Gemma RMSNorm of rows: y = x * rsqrt(mean(x^2) + eps) * (1 + w). Writes bf16 and/or fp32 (either may be
 // null).
 void rms_norm(const float* x, const bf16* w, int rows, int dim, float eps, bf16* out_bf16, float* out_f32,

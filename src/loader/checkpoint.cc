@@ -115,7 +115,7 @@ std::vector<std::string> Checkpoint::names() const {
 }
 
 std::vector<float> Checkpoint::read_f32(const std::string& name, const std::vector<int64_t>& shape,
-                                        int quant_block) const {
+                                        int quant_block, const TensorCut& cut) const {
   const TensorRef& ref = at(name);
   const TensorInfo& info = *ref.info;
   const std::string where = "tensor '" + info.name + "' in " + ref.file->path();
@@ -124,8 +124,27 @@ std::vector<float> Checkpoint::read_f32(const std::string& name, const std::vect
          where + " has shape " + shape_string(info.shape) + ", expected " + shape_string(shape));
   if (!dtype_is_float(info.dtype))
     fail(ErrorKind::kCorruptData, where + " has dtype " + dtype_name(info.dtype) + ", expected a float type");
-  std::vector<float> out(static_cast<size_t>(info.numel()));
-  convert_to_f32(info.dtype, ref.file->tensor_data(info), out.size(), out.data());
+  // Viewed as [rows, cols]; the cut narrows one of the two ranges.
+  const int64_t rows = shape.empty() ? 1 : shape[0], cols = rows ? info.numel() / rows : 0;
+  int64_t r0 = 0, r1 = rows, c0 = 0, c1 = cols;
+  if (cut.dim >= 0) {
+    const int64_t extent = cut.dim == 0 ? rows : cols;
+    M3_CHECK(cut.dim <= 1 && (cut.dim == 0 || shape.size() == 2) && 0 <= cut.begin && cut.begin <= cut.end &&
+                 cut.end <= extent,
+             where + ": shard cut out of range");
+    (cut.dim == 0 ? r0 : c0) = cut.begin;
+    (cut.dim == 0 ? r1 : c1) = cut.end;
+  }
+  const int64_t width = c1 - c0;
+  std::vector<float> out(static_cast<size_t>((r1 - r0) * width));
+  const uint8_t* data = ref.file->tensor_data(info);
+  const size_t esize = dtype_size(info.dtype);
+  if (width == cols) {  // whole rows: one contiguous run
+    convert_to_f32(info.dtype, data + r0 * cols * esize, out.size(), out.data());
+  } else {
+    for (int64_t r = r0; r < r1; ++r)
+      convert_to_f32(info.dtype, data + (r * cols + c0) * esize, width, out.data() + (r - r0) * width);
+  }
   if (info.dtype != DType::kF8E4M3) return out;
 
   // MXFP8: one e8m0 exponent per `quant_block` consecutive inputs of a row.
@@ -133,14 +152,15 @@ std::vector<float> Checkpoint::read_f32(const std::string& name, const std::vect
   if (shape.size() != 2 || !has(scale_name))
     fail(ErrorKind::kCorruptData, where + " is fp8-e4m3 but has no 2-D companion '" + scale_name + "'");
   const TensorRef& sref = at(scale_name);
-  const int64_t rows = shape[0], cols = shape[1], blocks = (cols + quant_block - 1) / quant_block;
+  const int64_t blocks = (cols + quant_block - 1) / quant_block;
   if (sref.info->dtype != DType::kU8 || sref.info->shape != std::vector<int64_t>{rows, blocks})
     fail(ErrorKind::kCorruptData, "tensor '" + sref.info->name + "' in " + sref.file->path() +
                                       " must be U8 " + shape_string({rows, blocks}) + ", got " +
                                       dtype_name(sref.info->dtype) + " " + shape_string(sref.info->shape));
   const uint8_t* scales = sref.file->tensor_data(*sref.info);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] *= e8m0_to_f32(scales[r * blocks + c / quant_block]);
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t c = c0; c < c1; ++c)
+      out[(r - r0) * width + (c - c0)] *= e8m0_to_f32(scales[r * blocks + c / quant_block]);
   return out;
 }
 

@@ -19,6 +19,14 @@ struct TensorRef {
   const TensorInfo* info = nullptr;
 };
 
+// The part of a 2-D tensor [rows, cols] one tensor-parallel rank reads: rows [begin, end) (dim 0), columns
+// [begin, end) (dim 1), or all of it (dim -1). Only the bytes of the part are touched (the files are
+// mmapped).
+struct TensorCut {
+  int dim = -1;
+  int64_t begin = 0, end = 0;
+};
+
 class Checkpoint {
  public:
   explicit Checkpoint(const std::string& model_dir);
@@ -30,10 +38,11 @@ class Checkpoint {
   size_t num_ignored() const { return ignored_.size(); }
   size_t num_files() const { return files_.size(); }
 
-  // Reads tensor `name` as fp32, checking its shape. A fp8-e4m3 tensor "X.weight" is dequantised with
-  // "X.weight_scale_inv" ([rows, cols / quant_block] e8m0). Errors name the tensor and its file.
+  // Reads tensor `name` (or the `cut` of it) as fp32, checking its full shape. A fp8-e4m3 tensor "X.weight"
+  // is dequantised with "X.weight_scale_inv" ([rows, cols / quant_block] e8m0). Errors name the tensor and
+  // its file.
   std::vector<float> read_f32(const std::string& name, const std::vector<int64_t>& shape,
-                              int quant_block = 32) const;
+                              int quant_block = 32, const TensorCut& cut = {}) const;
 
   // Canonical name of a stored tensor name, or "" for tensors the text model does not use.
   static std::string canonical_name(const std::string& stored);

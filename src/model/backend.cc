@@ -3,8 +3,10 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "dist/launch.h"
 #include "loader/checkpoint.h"
 #include "model/cpu_model.h"
+#include "model/ranked_backend.h"
 #include "model/scripted_backend.h"
 #ifdef M3_HAVE_CUDA
 #include "kernels/device_info.h"
@@ -49,7 +51,17 @@ std::string resolve_device(const std::string& requested) {
 }
 
 std::unique_ptr<ModelBackend> load_backend(const std::string& model_dir, const BackendOptions& options) {
+  if (options.comm && options.comm->size() > 1) return load_on_ranks(model_dir, options);
+  return load_shard(model_dir, options);
+}
+
+std::unique_ptr<ModelBackend> load_shard(const std::string& model_dir, const BackendOptions& options) {
   ModelConfig config = load_model_config(model_dir);
+  std::shared_ptr<dist::Communicator> comm = options.comm ? options.comm : dist::local_communicator();
+  const ShardLayout shard = make_shard_layout(config, comm->size(), comm->rank());
+  if (comm->size() > 1 && options.device != "cpu" && options.device != "cuda")
+    fail(ErrorKind::kUnsupported, "--tensor-parallel-size " + std::to_string(comm->size()) + " on --device " +
+                                      options.device + ": ranks run the cpu or cuda backend");
   if (options.load_format != "auto" && options.load_format != "safetensors" && options.load_format != "dummy")
     fail(ErrorKind::kInvalidArgument,
          "--load-format '" + options.load_format + "' is not one of auto, safetensors, dummy");
@@ -67,6 +79,11 @@ std::unique_ptr<ModelBackend> load_backend(const std::string& model_dir, const B
     co.max_num_seqs = options.max_num_seqs;
     co.max_model_len = options.max_model_len;
     co.cuda_graphs = !options.enforce_eager;
+    if (comm->size() > 1) {  // one GPU per rank: the rank's index among the ranks of its machine
+      co.shard = shard;
+      co.ranks = comm;
+      co.device = dist::rank_env().local_rank % static_cast<int>(cuda::list_devices().size());
+    }
     if (dummy) {
       log_info("--load-format dummy: random weights generated on the device (speed measurement only)");
       return std::make_unique<CudaModel>(std::move(config), nullptr, co);
@@ -80,8 +97,9 @@ std::unique_ptr<ModelBackend> load_backend(const std::string& model_dir, const B
   if (options.num_kv_pages <= 0) fail(ErrorKind::kInvalidArgument, "the KV cache needs at least one page");
   if (options.device == "cpu") {
     Checkpoint ckpt(model_dir);
-    CpuWeights weights = load_cpu_weights(config, ckpt);
-    return std::make_unique<CpuModel>(std::move(config), std::move(weights), options.num_kv_pages);
+    CpuWeights weights = load_cpu_weights(config, ckpt, shard);
+    return std::make_unique<CpuModel>(std::move(config), std::move(weights), options.num_kv_pages, shard,
+                                      std::move(comm));
   }
   if (options.device == "scripted")  // testing: scripted outputs, no weights
     return std::make_unique<ScriptedBackend>(model_dir, options.script, options.num_kv_pages);

@@ -5,9 +5,15 @@
 #include <string>
 
 #include "config/model_config.h"
+#include "dist/communicator.h"
 #include "model/forward_batch.h"
 
 namespace m3 {
+
+// Host or device bytes a backend holds for the model (its shard, with several ranks).
+struct MemoryUse {
+  size_t weights = 0, kv = 0;
+};
 
 class ModelBackend {
  public:
@@ -21,6 +27,7 @@ class ModelBackend {
   // True when forward() honours ForwardBatch::sampling: it samples on its device and returns
   // ForwardOutput::sampled.
   virtual bool samples_on_device() const { return false; }
+  virtual MemoryUse memory_use() const { return {}; }
 };
 
 struct BackendOptions {
@@ -33,6 +40,8 @@ struct BackendOptions {
   bool enforce_eager = false;           // cuda: no CUDA graphs
   std::string load_format = "auto";     // auto | safetensors | dummy (cuda: random weights, no checkpoint)
   std::string script;                   // device "scripted": the response script (JSON)
+  // The ranks the model is split over (tensor parallel; config/shard_layout.h). Null: one rank.
+  std::shared_ptr<dist::Communicator> comm;
 };
 
 // Bytes one KV page takes on the CPU backend (K, V and, for MSA layers, index keys, over all layers).
@@ -41,7 +50,11 @@ size_t cpu_kv_bytes_per_page(const ModelConfig& config);
 // Maps --device (auto | cpu | cuda) to a backend name; auto picks cuda when it is built and a GPU is present.
 std::string resolve_device(const std::string& requested);
 
-// Loads the checkpoint in `model_dir` onto the requested device. Errors name the file / tensor / flag.
+// Loads the checkpoint in `model_dir` onto the requested device. Errors name the file / tensor / flag. With
+// several ranks this runs on rank 0 and loads every rank (model/ranked_backend.h).
 std::unique_ptr<ModelBackend> load_backend(const std::string& model_dir, const BackendOptions& options);
+
+// This rank's shard alone (what load_backend and the worker ranks build on).
+std::unique_ptr<ModelBackend> load_shard(const std::string& model_dir, const BackendOptions& options);
 
 }  // namespace m3

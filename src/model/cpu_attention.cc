@@ -1,7 +1,9 @@
 // Attention of the CPU backend. Projections, per-head QK norm and RoPE for the whole batch; K/V (and MSA
 // index keys) written to their pages before any token attends, so tokens of one chunk see their predecessors;
 // then per token: MSA block selection per KV group (sparse layers) and exact softmax attention over the
-// allowed keys (j <= pos, and in a selected block for MSA layers).
+// allowed keys (j <= pos, and in a selected block for MSA layers). Heads are the rank's shard: its query
+// heads, the KV and index query heads of their groups, and the whole index key (one head, on every rank);
+// the o-projection's partial sums are added over the ranks.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -29,9 +31,10 @@ void CpuModel::attention_block(int l, const float* a, const std::vector<TokenMet
   const ModelConfig& c = config_;
   const CpuLayerWeights& L = w_.layers[l];
   const int64_t T = static_cast<int64_t>(tokens.size()), H = c.hidden_size;
-  const int D = c.head_dim, Hq = c.num_heads, Hkv = c.num_kv_heads;
+  const int D = c.head_dim;
+  const int Hq = static_cast<int>(shard_.q_heads.size()), Hkv = static_cast<int>(shard_.kv_heads.size());
   const bool sparse = c.sparse_attention[l];
-  const int Di = c.msa.index_head_dim, Hi = c.msa.num_index_heads;
+  const int Di = c.msa.index_head_dim, Hi = Hkv;  // one index query head per KV group
   const int B = kv_.page_size();
 
   std::vector<float> q(T * Hq * D), k(T * Hkv * D), v(T * Hkv * D), iq, ik;
@@ -70,6 +73,7 @@ void CpuModel::attention_block(int l, const float* a, const std::vector<TokenMet
     if (sparse && msa_trace) (*msa_trace)[t] = std::move(selection);
   }
   cpu::matmul(attn.data(), T, Hq * D, L.o.data(), H, out);
+  comm_->all_reduce_sum(out, T * H);
 }
 
 void CpuModel::sparse_select(int l, const float* index_q, const TokenMeta& tok, BlockSelection* selection) {
@@ -77,8 +81,9 @@ void CpuModel::sparse_select(int l, const float* index_q, const TokenMeta& tok, 
   const int Di = msa.index_head_dim, B = kv_.page_size();
   const int64_t pos = tok.pos, query_block = pos / B;
   std::vector<float> block_scores(query_block + 1);
-  selection->resize(msa.num_index_heads);
-  for (int g = 0; g < msa.num_index_heads; ++g) {
+  const int groups = static_cast<int>(shard_.kv_heads.size());
+  selection->resize(groups);
+  for (int g = 0; g < groups; ++g) {
     std::fill(block_scores.begin(), block_scores.end(), -std::numeric_limits<float>::infinity());
     for (int64_t j = 0; j <= pos; ++j) {  // token scores, max-pooled per block; future tokens never scored
       const float* key = kv_.index_k(l, tok.seq->block_table[j / B], static_cast<int>(j % B));
@@ -98,9 +103,11 @@ void CpuModel::attend(int l, const float* q, const TokenMeta& tok,
 
   std::vector<int64_t> keys;
   std::vector<float> scores, acc(D);
-  for (int h = 0; h < c.num_heads; ++h) {
-    const int g = h / group;
-    if (h % group == 0) {  // the allowed key positions are shared by the heads of a KV group
+  int g = -1;
+  for (int h = 0; h < shard_.q_heads.size(); ++h) {
+    const int global_group = static_cast<int>((shard_.q_heads.begin + h) / group);
+    if (global_group - shard_.kv_heads.begin != g) {  // the heads of a KV group share the allowed positions
+      g = static_cast<int>(global_group - shard_.kv_heads.begin);
       keys.clear();
       if (selection == nullptr) {
         for (int64_t j = 0; j <= pos; ++j) keys.push_back(j);

@@ -1,6 +1,8 @@
 // FFN of the CPU backend: dense SwiGLU-OAI MLP, or MoE = fp32 sigmoid router with correction bias (for choice
 // only), top-k renormalised over the unbiased scores, routed sum x routed_scaling_factor, plus the shared
-// expert. Experts are applied in ascending id order, matching the reference's accumulation order.
+// expert. Experts are applied in ascending id order, matching the reference's accumulation order. Every rank
+// routes every token (the router is whole, so the ranks agree) and runs its columns of each expert and of the
+// shared expert / dense MLP; the partial outputs are added over the ranks once per layer.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -11,7 +13,7 @@
 namespace m3 {
 
 void CpuModel::mlp(const float* x, int64_t T, const std::vector<float>& gate, const std::vector<float>& up,
-                   const std::vector<float>& down, int inter, float* out) {
+                   const std::vector<float>& down, int64_t inter, float* out) {
   const int64_t H = config_.hidden_size;
   std::vector<float> g(T * inter), u(T * inter);
   cpu::matmul(x, T, H, gate.data(), inter, g.data());
@@ -50,7 +52,7 @@ void CpuModel::moe(const CpuLayerWeights& w, const float* x, int64_t T, float* o
   }
 
   std::fill(out, out + T * H, 0.0f);
-  const int I = c.expert_intermediate_size;
+  const int64_t I = shard_.expert_intermediate.size();
   std::vector<float> xs, ys;
   for (int e = 0; e < E; ++e) {
     const auto& rows = routed[e];
@@ -64,7 +66,7 @@ void CpuModel::moe(const CpuLayerWeights& w, const float* x, int64_t T, float* o
       for (int64_t d = 0; d < H; ++d) out[rows[i].first * H + d] += ys[i * H + d] * rows[i].second;
   }
   std::vector<float> shared(T * H);
-  mlp(x, T, w.shared_gate, w.shared_up, w.shared_down, c.shared_intermediate_size, shared.data());
+  mlp(x, T, w.shared_gate, w.shared_up, w.shared_down, shard_.shared_intermediate.size(), shared.data());
   for (int64_t i = 0; i < T * H; ++i) out[i] = out[i] * c.routed_scaling_factor + shared[i];
 }
 
@@ -74,7 +76,8 @@ void CpuModel::ffn_block(int l, const float* x, int64_t T, float* out,
   if (config_.moe[l])
     moe(w, x, T, out, trace);
   else
-    mlp(x, T, w.mlp_gate, w.mlp_up, w.mlp_down, config_.dense_intermediate_size, out);
+    mlp(x, T, w.mlp_gate, w.mlp_up, w.mlp_down, shard_.dense_intermediate.size(), out);
+  comm_->all_reduce_sum(out, T * config_.hidden_size);
 }
 
 }  // namespace m3

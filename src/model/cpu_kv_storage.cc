@@ -3,10 +3,10 @@
 
 namespace m3 {
 
-CpuKvStorage::CpuKvStorage(const ModelConfig& c, int num_pages)
+CpuKvStorage::CpuKvStorage(const ModelConfig& c, int num_pages, int kv_heads)
     : num_pages_(num_pages),
       page_size_(c.msa.block_size),
-      kv_stride_(static_cast<size_t>(c.kv_size())),
+      kv_stride_(static_cast<size_t>(kv_heads) * c.head_dim),
       idx_stride_(static_cast<size_t>(c.msa.index_head_dim)) {
   const size_t slots = static_cast<size_t>(num_pages) * page_size_;
   for (int l = 0; l < c.num_layers; ++l) {

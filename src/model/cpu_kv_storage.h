@@ -1,6 +1,6 @@
 // Paged fp32 KV storage of the CPU backend. One page holds page_size consecutive positions of one sequence:
-// per layer K and V as [page][slot][kv_head][head_dim], and for MSA layers the index keys
-// (post-norm, post-RoPE) as [page][slot][index_dim], allocated with the same page ids.
+// per layer K and V as [page][slot][kv_head][head_dim] (the rank's KV heads), and for MSA layers the index
+// keys (post-norm, post-RoPE) as [page][slot][index_dim], allocated with the same page ids.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,8 @@ namespace m3 {
 
 class CpuKvStorage {
  public:
-  CpuKvStorage(const ModelConfig& config, int num_pages);
+  // Pages of `kv_heads` KV heads each (a tensor-parallel rank holds its own heads).
+  CpuKvStorage(const ModelConfig& config, int num_pages, int kv_heads);
   int num_pages() const { return num_pages_; }
   int page_size() const { return page_size_; }
 

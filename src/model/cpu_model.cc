@@ -9,11 +9,47 @@
 
 namespace m3 {
 
-CpuModel::CpuModel(ModelConfig config, CpuWeights weights, int num_kv_pages)
+CpuModel::CpuModel(ModelConfig config, CpuWeights weights, int num_kv_pages, const ShardLayout& shard,
+                   std::shared_ptr<dist::Communicator> comm)
     : config_(std::move(config)),
+      shard_(shard),
+      comm_(std::move(comm)),
       w_(std::move(weights)),
-      kv_(config_, num_kv_pages),
-      rope_(config_.rotary_dim, config_.rope_theta) {}
+      kv_(config_, num_kv_pages, static_cast<int>(shard_.kv_heads.size())),
+      rope_(config_.rotary_dim, config_.rope_theta) {
+  M3_CHECK(comm_->size() == shard_.tp_size && comm_->rank() == shard_.tp_rank,
+           "the shard layout and the communicator disagree on the ranks");
+}
+
+// Vocabulary-parallel embedding: each rank copies the rows it holds, zeros elsewhere; the sum over ranks is
+// exact (every element has one non-zero term).
+void CpuModel::embed(const std::vector<int32_t>& ids, float* h) {
+  const int64_t H = config_.hidden_size;
+  for (size_t t = 0; t < ids.size(); ++t) {
+    const int32_t id = ids[t];
+    if (id < 0 || id >= config_.vocab_size)
+      fail(ErrorKind::kInvalidArgument, "token id " + std::to_string(id) + " out of range");
+    if (id >= shard_.vocab.begin && id < shard_.vocab.end)
+      std::copy_n(w_.embed.data() + (id - shard_.vocab.begin) * H, H, h + t * H);
+    else
+      std::fill_n(h + t * H, H, 0.0f);
+  }
+  comm_->all_reduce_sum(h, ids.size() * H);
+}
+
+// Vocabulary-parallel LM head: each rank scores its rows, padded to an equal width for the all-gather.
+void CpuModel::lm_head(const float* x, int64_t R, std::vector<float>* logits) {
+  const int64_t H = config_.hidden_size, V = config_.vocab_size, tp = shard_.tp_size;
+  const int64_t per = (V + tp - 1) / tp, mine = shard_.vocab.size();
+  std::vector<float> part(R * per, 0.0f), local(R * mine);
+  cpu::matmul(x, R, H, w_.lm_head.data(), mine, local.data());
+  for (int64_t r = 0; r < R; ++r) std::copy_n(local.data() + r * mine, mine, part.data() + r * per);
+  std::vector<float> all(tp * R * per);
+  comm_->all_gather(part.data(), part.size() * sizeof(float), all.data());
+  logits->resize(R * V);
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t v = 0; v < V; ++v) (*logits)[r * V + v] = all[((v / per) * R + r) * per + v % per];
+}
 
 ForwardOutput CpuModel::forward(const ForwardBatch& batch, const ForwardOptions& options) {
   const ModelConfig& c = config_;
@@ -35,12 +71,7 @@ ForwardOutput CpuModel::forward(const ForwardBatch& batch, const ForwardOptions&
   }
 
   std::vector<float> h(T * H), normed(T * H), delta(T * H);
-  for (int64_t t = 0; t < T; ++t) {
-    int32_t id = batch.token_ids[t];
-    if (id < 0 || id >= c.vocab_size)
-      fail(ErrorKind::kInvalidArgument, "token id " + std::to_string(id) + " out of range");
-    std::copy_n(w_.embed.data() + id * H, H, h.data() + t * H);
-  }
+  embed(batch.token_ids, h.data());
 
   ForwardOutput out;
   auto trace = [&] {
@@ -70,8 +101,7 @@ ForwardOutput CpuModel::forward(const ForwardBatch& batch, const ForwardOptions&
   for (int64_t r = 0; r < R; ++r) std::copy_n(h.data() + logit_rows[r] * H, H, last.data() + r * H);
   cpu::rms_norm_gemma(last.data(), last.data(), R, H, w_.final_norm.data(), c.rms_norm_eps);
   out.vocab = c.vocab_size;
-  out.logits.resize(R * c.vocab_size);
-  cpu::matmul(last.data(), R, H, w_.lm_head.data(), c.vocab_size, out.logits.data());
+  lm_head(last.data(), R, &out.logits);
   return out;
 }
 

@@ -1,11 +1,17 @@
 // The CPU reference backend: the whole MiniMax-M3 text forward pass (spec §3) in fp32 over weights converted
 // from their stored dtype, paged KV with page = MSA block, exact MSA selection per token and per KV group.
 // Readable first: it is the oracle the CUDA kernels are checked against and what CI runs end to end.
+// Tensor parallel by construction: the model holds the shard of config/shard_layout.h (its query heads, KV
+// and index heads, MLP columns and vocabulary rows) and sums its partial results over the communicator after
+// the o-projection, the FFN and the embedding; with one rank the shard is the whole model and the sums are
+// no-ops, so TP 1..N is one code path.
 #pragma once
 
 #include <memory>
 #include <vector>
 
+#include "config/shard_layout.h"
+#include "dist/communicator.h"
 #include "loader/checkpoint.h"
 #include "model/backend.h"
 #include "model/cpu_kv_storage.h"
@@ -24,21 +30,26 @@ struct CpuLayerWeights {
 };
 
 struct CpuWeights {
-  std::vector<float> embed, lm_head, final_norm;
+  std::vector<float> embed, lm_head, final_norm;  // embed / lm_head: the shard's vocabulary rows
   std::vector<CpuLayerWeights> layers;
+  size_t bytes = 0;
 };
 
-// Reads every tensor of weight_layout(config) from the checkpoint as fp32 (dequantising MXFP8).
-CpuWeights load_cpu_weights(const ModelConfig& config, const Checkpoint& ckpt);
+// Reads the shard's part of every tensor of weight_layout(config) from the checkpoint as fp32 (dequantising
+// MXFP8).
+CpuWeights load_cpu_weights(const ModelConfig& config, const Checkpoint& ckpt, const ShardLayout& shard);
 
 class CpuModel : public ModelBackend {
  public:
-  CpuModel(ModelConfig config, CpuWeights weights, int num_kv_pages);
+  CpuModel(ModelConfig config, CpuWeights weights, int num_kv_pages, const ShardLayout& shard,
+           std::shared_ptr<dist::Communicator> comm);
 
   const ModelConfig& config() const override { return config_; }
   const char* device_name() const override { return "cpu"; }
   int num_kv_pages() const override { return kv_.num_pages(); }
+  // With several ranks, msa_trace holds the selections of this rank's KV groups only.
   ForwardOutput forward(const ForwardBatch& batch, const ForwardOptions& options = {}) override;
+  MemoryUse memory_use() const override { return {w_.bytes, kv_.bytes()}; }
 
  private:
   struct TokenMeta {  // where each token of the batch lives
@@ -56,9 +67,13 @@ class CpuModel : public ModelBackend {
   void moe(const CpuLayerWeights& w, const float* x, int64_t T, float* out,
            std::vector<std::vector<int32_t>>* trace);
   void mlp(const float* x, int64_t T, const std::vector<float>& gate, const std::vector<float>& up,
-           const std::vector<float>& down, int inter, float* out);
+           const std::vector<float>& down, int64_t inter, float* out);
+  void embed(const std::vector<int32_t>& ids, float* h);
+  void lm_head(const float* x, int64_t rows, std::vector<float>* logits);
 
   ModelConfig config_;
+  ShardLayout shard_;
+  std::shared_ptr<dist::Communicator> comm_;
   CpuWeights w_;
   CpuKvStorage kv_;
   Rope rope_;

@@ -6,7 +6,7 @@
 
 namespace m3 {
 
-CpuWeights load_cpu_weights(const ModelConfig& c, const Checkpoint& ckpt) {
+CpuWeights load_cpu_weights(const ModelConfig& c, const Checkpoint& ckpt, const ShardLayout& shard) {
   const std::vector<WeightSpec> specs = weight_layout(c);
   const std::vector<std::string> names = resolve_weight_names(ckpt, specs);
   CpuWeights w;
@@ -18,7 +18,8 @@ CpuWeights load_cpu_weights(const ModelConfig& c, const Checkpoint& ckpt) {
   }
   for (size_t i = 0; i < specs.size(); ++i) {
     const WeightSpec& s = specs[i];
-    std::vector<float> data = ckpt.read_f32(names[i], s.shape, c.quant_block);
+    std::vector<float> data = ckpt.read_f32(names[i], s.shape, c.quant_block, shard_cut(s, c, shard));
+    w.bytes += data.size() * sizeof(float);
     CpuLayerWeights* L = s.layer >= 0 ? &w.layers[s.layer] : nullptr;
     switch (s.role) {
       case WeightRole::kEmbed:
@@ -101,7 +102,10 @@ CpuWeights load_cpu_weights(const ModelConfig& c, const Checkpoint& ckpt) {
         break;
     }
   }
-  if (c.tie_word_embeddings) w.lm_head = w.embed;
+  if (c.tie_word_embeddings) {
+    w.lm_head = w.embed;
+    w.bytes += w.lm_head.size() * sizeof(float);
+  }
   for (auto& layer : w.layers)
     if (layer.router_bias.empty() && !layer.router.empty()) layer.router_bias.assign(c.num_experts, 0.0f);
   log_info(

@@ -3,7 +3,8 @@
 // active expert (and the shared expert, as one more group when its width matches) through the grouped GEMV
 // without a host sync; large batches read the expert loads back once and run one cuBLAS GEMM per non-empty
 // expert over its compact rows. The combine sums experts in ascending id order, times routed_scaling_factor,
-// plus the shared expert, as the reference does.
+// plus the shared expert, as the reference does. With several ranks each runs its columns of every expert;
+// the caller sums the partial outputs over the ranks.
 #include <algorithm>
 
 #include "model/cuda_model_impl.h"
@@ -22,7 +23,7 @@ void CudaModel::Impl::mlp(const bf16* x, int T, const bf16* w13, const bf16* w2,
 
 void CudaModel::Impl::moe(const Layer& L, const bf16* x, const float* x32, int T, float* out,
                           std::vector<std::vector<int32_t>>* trace) {
-  const int H = c.hidden_size, E = c.num_experts, K = c.experts_per_token, I = c.expert_intermediate_size;
+  const int H = c.hidden_size, E = c.num_experts, K = c.experts_per_token, I = expert_i;
   const bool small = T <= kGemvMaxTokens;
   // The shared expert rides along as one more group while all tokens fit one GEMV pass (32); beyond that a
   // dense GEMM reads its weights once.
@@ -60,7 +61,7 @@ void CudaModel::Impl::moe(const Layer& L, const bf16* x, const float* x32, int T
     if (shared_fused)
       mlp(x, T, L.exp_w13 + size_t(E) * 2 * I * H, L.exp_w2 + size_t(E) * H * I, I, s, "shared");
     else
-      mlp(x, T, L.sh_w13, L.sh_w2, c.shared_intermediate_size, s, "shared");
+      mlp(x, T, L.sh_w13, L.sh_w2, shared_i, s, "shared");
     shared = s;
   }
   if (small) {

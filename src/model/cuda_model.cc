@@ -71,9 +71,9 @@ namespace {
 // The launch sequence of one step: every layer, the final norm and the LM head into the "logits" buffer.
 void enqueue_step(CudaModel::Impl& m, const ModelConfig& c, const StepArgs& a, const ForwardOptions& options,
                   ForwardOutput& out) {
-  const int T = a.T, H = c.hidden_size, D = c.head_dim, Hq = c.num_heads, Hkv = c.num_kv_heads;
-  const int P = c.msa.block_size, Hi = c.msa.num_index_heads, Di = c.msa.index_head_dim,
-            topk = c.msa.topk_blocks;
+  // The shard's heads (all of them with one rank); the index query heads are one per KV group.
+  const int T = a.T, H = c.hidden_size, D = c.head_dim, Hq = m.hq, Hkv = m.hkv;
+  const int P = c.msa.block_size, Hi = m.hkv, Di = c.msa.index_head_dim, topk = c.msa.topk_blocks;
   const cuda::TokenMeta& meta = a.meta;
   cudaStream_t s = m.stream;
   float* h = m.buf<float>("h", size_t(T) * H);
@@ -88,7 +88,8 @@ void enqueue_step(CudaModel::Impl& m, const ModelConfig& c, const StepArgs& a, c
                                                                            topk, int(a.max_kv_len)));
   float* attn_ws = ws_floats ? m.buf<float>("attn.ws", ws_floats) : nullptr;
   float* delta = m.buf<float>("delta", size_t(T) * H);
-  cuda::embed_rows(m.embed, a.ids, T, H, h, s);
+  cuda::embed_rows(m.embed, a.ids, T, H, int(m.shard.vocab.begin), int(m.shard.vocab.end), h, s);
+  m.reduce(h, size_t(T) * H);
 
   auto trace = [&] {
     if (!options.trace_hidden) return;
@@ -151,12 +152,14 @@ void enqueue_step(CudaModel::Impl& m, const ModelConfig& c, const StepArgs& a, c
     cuda::paged_attention(q, L.k_cache, L.v_cache, meta, sel, topk, a.tiles, T, Hq, Hkv, D, P,
                           int(a.max_kv_len), scale, attn_ws, attn, s);
     m.gemm(attn, T, Hq * D, L.o, H, delta);
+    m.reduce(delta, size_t(T) * H);  // row-parallel o-projection
     cuda::add_rms_norm(h, delta, L.post_norm, T, H, c.rms_norm_eps, x, c.moe[l] ? x32 : nullptr, s);
     if (options.trace_moe) out.moe_trace.emplace_back(c.moe[l] ? T : 0);
     if (c.moe[l])
       m.moe(L, x, x32, T, delta, options.trace_moe ? &out.moe_trace.back() : nullptr);
     else
-      m.mlp(x, T, L.mlp_w13, L.mlp_w2, c.dense_intermediate_size, delta, "dense");
+      m.mlp(x, T, L.mlp_w13, L.mlp_w2, m.dense_i, delta, "dense");
+    m.reduce(delta, size_t(T) * H);  // row-parallel down projections
   }
   cuda::add_inplace(h, delta, int64_t(T) * H, s);
   trace();
@@ -166,7 +169,22 @@ void enqueue_step(CudaModel::Impl& m, const ModelConfig& c, const StepArgs& a, c
     float* logits = m.buf<float>("logits", size_t(a.R) * c.vocab_size);
     cuda::gather_rows_f32(h, a.logit_rows, a.R, H, last, s);
     cuda::rms_norm(last, m.final_norm, a.R, H, c.rms_norm_eps, last_bf, nullptr, s);
-    m.gemm(last_bf, a.R, H, m.lm_head, c.vocab_size, logits);
+    if (!m.nccl) {
+      m.gemm(last_bf, a.R, H, m.lm_head, c.vocab_size, logits);
+    } else {  // vocabulary-parallel: each rank scores its (zero-padded) rows; gather [rank][R][rows]
+      const int per = m.vocab_rows, tp = m.shard.tp_size;
+      float* part = m.buf<float>("logits.part", size_t(a.R) * per);
+      float* all = m.buf<float>("logits.all", size_t(tp) * a.R * per);
+      m.gemm(last_bf, a.R, H, m.lm_head, per, part);
+      m.nccl->all_gather(part, size_t(a.R) * per * 4, all, s);
+      for (int r = 0; r < tp; ++r) {
+        const int cols = int(std::min<int64_t>(per, c.vocab_size - int64_t(r) * per));
+        if (cols > 0)
+          M3_CUDA_CHECK(cudaMemcpy2DAsync(logits + size_t(r) * per, size_t(c.vocab_size) * 4,
+                                          all + size_t(r) * a.R * per, size_t(per) * 4, size_t(cols) * 4, a.R,
+                                          cudaMemcpyDeviceToDevice, s));
+      }
+    }
   }
 }
 
@@ -185,12 +203,30 @@ CudaModel::CudaModel(ModelConfig config, const Checkpoint* ckpt, const CudaModel
     unsupported("supports head_dim 32, 64, 128 or 256 (got " + std::to_string(c.head_dim) + ")");
   if (c.msa.topk_blocks > 64) unsupported("supports at most 64 MSA top-k blocks");
   if (c.hidden_size % 16 != 0) unsupported("needs hidden_size % 16 == 0");
-  for (int inter : {c.dense_intermediate_size, c.expert_intermediate_size, c.shared_intermediate_size})
-    if (inter % 8 != 0)
-      unsupported("needs intermediate sizes that are multiples of 8 (got " + std::to_string(inter) + ")");
-  if (c.num_experts > 256 || c.experts_per_token > 16) unsupported("supports at most 256 experts and top-16");
   Impl& m = *impl_;
   m.opt = options;
+  m.shard = options.shard ? *options.shard : make_shard_layout(c, 1, 0);
+  m.hq = int(m.shard.q_heads.size());
+  m.hkv = int(m.shard.kv_heads.size());
+  m.dense_i = int(m.shard.dense_intermediate.size());
+  m.expert_i = int(m.shard.expert_intermediate.size());
+  m.shared_i = int(m.shard.shared_intermediate.size());
+  m.vocab_rows = int((c.vocab_size + m.shard.tp_size - 1) / m.shard.tp_size);
+  for (int inter : {m.dense_i, m.expert_i, m.shared_i})
+    if (inter % 8 != 0)
+      unsupported("needs intermediate sizes (per rank) that are multiples of 8 (got " +
+                  std::to_string(inter) + ")");
+  if (c.num_experts > 256 || c.experts_per_token > 16) unsupported("supports at most 256 experts and top-16");
+  M3_CUDA_CHECK(cudaSetDevice(options.device));
+  if (options.device_comm) {
+    m.nccl = options.device_comm;
+  } else if (options.ranks && options.ranks->size() > 1) {
+#ifdef M3_HAVE_NCCL
+    m.nccl = dist::with_one_shot_all_reduce(dist::connect_nccl(*options.ranks), *options.ranks);
+#else
+    unsupported("was built without nccl.h: no tensor parallelism");
+#endif
+  }
   if (m.opt.max_model_len <= 0) m.opt.max_model_len = c.max_position_embeddings;
   M3_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
   M3_CUBLAS_CHECK(cublasCreate(&m.blas));
@@ -256,6 +292,10 @@ CudaModel::CudaModel(ModelConfig config, const Checkpoint* ckpt, const CudaModel
 
 CudaModel::~CudaModel() = default;
 
+MemoryUse CudaModel::memory_use() const {
+  return {impl_->weight_bytes, impl_->kv_bytes_per_page() * size_t(num_pages_ + 1)};
+}
+
 ForwardOutput CudaModel::forward(const ForwardBatch& batch, const ForwardOptions& options) {
   return run(batch, options, false);
 }
@@ -263,6 +303,7 @@ ForwardOutput CudaModel::forward(const ForwardBatch& batch, const ForwardOptions
 ForwardOutput CudaModel::run(const ForwardBatch& batch, const ForwardOptions& options, bool profile) {
   const ModelConfig& c = config_;
   Impl& m = *impl_;
+  M3_CUDA_CHECK(cudaSetDevice(m.opt.device));  // the engine's thread is not the one that built the model
   const int T = static_cast<int>(batch.token_ids.size()), P = c.msa.block_size;
   const int S = static_cast<int>(batch.seqs.size());
 
@@ -330,7 +371,8 @@ ForwardOutput CudaModel::run(const ForwardBatch& batch, const ForwardOptions& op
     a.max_tokens_per_seq = std::max<int>(a.max_tokens_per_seq, sc.num_tokens);
   }
   for (int i = T; i < rows_T; ++i) ranges.push_back({i, 1});
-  const cuda::AttentionPlan plan = cuda::plan_attention(ranges, c.group_size(), c.head_dim);
+  const cuda::AttentionPlan plan =
+      cuda::plan_attention(ranges, m.hq / m.hkv, c.head_dim);  // the shard's group
   std::vector<int32_t> tiles;
   for (const cuda::AttentionTile& t : plan.tiles) tiles.insert(tiles.end(), {t.first, t.count});
   a.tiles = {reinterpret_cast<const cuda::AttentionTile*>(m.to_device("meta.tiles", tiles)),

@@ -2,13 +2,19 @@
 // residual stream and accumulation, fused input projections and gate/up GEMMs (cuBLAS), kernels from
 // src/kernels: device-side MoE grouping with a grouped tensor-core GEMV for small batches (no host sync),
 // decode steps replayed from CUDA graphs per batch-size bucket, and a memory plan (weights, a profiled
-// activation peak, then the KV pool from --gpu-memory-utilization).
+// activation peak, then the KV pool from --gpu-memory-utilization). Tensor parallel as the CPU backend is
+// (config/shard_layout.h): the shard's heads, widths and vocabulary rows, NCCL all-reduces after the
+// o-projection and the FFN and of the embedding, an all-gather of the logits; one code path for TP 1..N.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "config/shard_layout.h"
+#include "dist/communicator.h"
+#include "dist/device_communicator.h"
 #include "loader/checkpoint.h"
 #include "model/backend.h"
 
@@ -21,6 +27,12 @@ struct CudaModelOptions {
   int max_num_seqs = 256;               // largest decode batch: the top CUDA-graph bucket
   int64_t max_model_len = 0;            // 0: the model's max_position_embeddings
   bool cuda_graphs = true;              // --enforce-eager turns them off
+  int device = 0;                       // CUDA device of this rank
+  // Several ranks: this rank's shard, and the ranks (their host communicator carries NCCL's unique id).
+  std::optional<ShardLayout> shard;
+  std::shared_ptr<dist::Communicator> ranks;
+  // The device collectives; null: NCCL over `ranks` (tests pass a host-staged one to run shards on one GPU).
+  std::shared_ptr<dist::DeviceCommunicator> device_comm;
 };
 
 class CudaModel : public ModelBackend {
@@ -35,6 +47,7 @@ class CudaModel : public ModelBackend {
   const char* device_name() const override { return "cuda"; }
   int num_kv_pages() const override { return num_pages_; }
   bool samples_on_device() const override { return true; }
+  MemoryUse memory_use() const override;
   ForwardOutput forward(const ForwardBatch& batch, const ForwardOptions& options = {}) override;
   // Benchmarks: fills every KV and index-key page with synthetic values (a long context without a prefill).
   void fill_kv_random(uint64_t seed);

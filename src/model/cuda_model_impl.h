@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "dist/device_communicator.h"
 #include "kernels/kernels.h"
 #include "model/cuda_model.h"
 
@@ -51,6 +52,13 @@ struct CudaModel::Impl {
 
   const ModelConfig& c;
   CudaModelOptions opt;
+  // This rank's part of the model (all of it with one rank): heads, widths, vocabulary rows.
+  ShardLayout shard;
+  int hq = 0, hkv = 0;                             // query and KV (= MSA index query) heads held here
+  int dense_i = 0, expert_i = 0, shared_i = 0;     // MLP widths held here
+  int vocab_rows = 0;                              // LM-head rows allocated: ceil(vocab / tp) (zero-padded)
+  std::shared_ptr<dist::DeviceCommunicator> nccl;  // the device collectives; null with one rank
+  size_t weight_bytes = 0;
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
   void* blas_workspace = nullptr;
@@ -100,6 +108,12 @@ struct CudaModel::Impl {
     for (const auto& [name, b] : scratch) n += b.second;
     return n;
   }
+
+  // Sums a partial result over the ranks (no-op with one rank).
+  void reduce(float* data, size_t n) {
+    if (nccl) nccl->all_reduce_sum(data, n, stream);
+  }
+  int kv_size() const { return hkv * c.head_dim; }
 
   // C[T, N] (fp32) = A[T, K] (bf16) . W[N, K]^T (bf16), fp32 accumulation.
   void gemm(const bf16* A, int T, int K, const bf16* W, int N, float* C);

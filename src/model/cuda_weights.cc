@@ -58,13 +58,16 @@ CudaModel::Impl::~Impl() {
 
 void CudaModel::Impl::load_weights(const Checkpoint* ckpt, uint64_t random_seed) {
   const auto t0 = std::chrono::steady_clock::now();
-  const int H = c.hidden_size, D = c.head_dim, Hq = c.num_heads, Hkv = c.num_kv_heads;
-  const int Hi = c.msa.num_index_heads, Di = c.msa.index_head_dim;
-  const int E = c.num_experts, I = c.expert_intermediate_size;
+  // The shard's dimensions (the whole model with one rank).
+  const int H = c.hidden_size, D = c.head_dim, Hq = hq, Hkv = hkv;
+  const int Hi = hkv, Di = c.msa.index_head_dim;  // one index query head per KV group
+  const int E = c.num_experts, I = expert_i;
   const std::vector<WeightSpec> specs = weight_layout(c);
   const std::vector<std::string> names =
       ckpt ? resolve_weight_names(*ckpt, specs) : std::vector<std::string>{};
-  shared_fused = c.shared_intermediate_size == I;
+  std::vector<TensorCut> cuts(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) cuts[i] = shard_cut(specs[i], c, shard);
+  shared_fused = shared_i == I;
   layers.resize(c.num_layers);
   for (int l = 0; l < c.num_layers; ++l) {  // the fused allocations
     Layer& L = layers[l];
@@ -76,12 +79,12 @@ void CudaModel::Impl::load_weights(const Checkpoint* ckpt, uint64_t random_seed)
       L.exp_w13 = own<bf16>(size_t(G) * 2 * I * H);
       L.exp_w2 = own<bf16>(size_t(G) * H * I);
       if (!shared_fused) {
-        L.sh_w13 = own<bf16>(size_t(2) * c.shared_intermediate_size * H);
-        L.sh_w2 = own<bf16>(size_t(H) * c.shared_intermediate_size);
+        L.sh_w13 = own<bf16>(size_t(2) * shared_i * H);
+        L.sh_w2 = own<bf16>(size_t(H) * shared_i);
       }
     } else {
-      L.mlp_w13 = own<bf16>(size_t(2) * c.dense_intermediate_size * H);
-      L.mlp_w2 = own<bf16>(size_t(H) * c.dense_intermediate_size);
+      L.mlp_w13 = own<bf16>(size_t(2) * dense_i * H);
+      L.mlp_w2 = own<bf16>(size_t(H) * dense_i);
     }
   }
   // Pass 1: a placement for every tensor.
@@ -89,12 +92,14 @@ void CudaModel::Impl::load_weights(const Checkpoint* ckpt, uint64_t random_seed)
   uint64_t total = 0;
   for (size_t i = 0; i < specs.size(); ++i) {
     const WeightSpec& s = specs[i];
+    std::vector<int64_t> shape = s.shape;  // this rank's part
+    if (cuts[i].dim >= 0) shape[cuts[i].dim] = cuts[i].end - cuts[i].begin;
     size_t numel = 1;
-    for (int64_t d : s.shape) numel *= size_t(d);
+    for (int64_t d : shape) numel *= size_t(d);
     Placement& p = place[i];
     p.fp32 = s.role == WeightRole::kRouter || s.role == WeightRole::kRouterBias;
     p.bytes = numel * (p.fp32 ? 4 : 2);
-    p.row_bytes = size_t(s.shape.back()) * 2;
+    p.row_bytes = size_t(shape.back()) * 2;
     total += p.bytes;
     Layer* L = s.layer >= 0 ? &layers[s.layer] : nullptr;
     const size_t row_h = size_t(H);  // elements per row of an input projection
@@ -111,11 +116,13 @@ void CudaModel::Impl::load_weights(const Checkpoint* ckpt, uint64_t random_seed)
       case WeightRole::kRouterBias:
         p.dst = L->router_bias = own<float>(numel);
         break;
-      case WeightRole::kEmbed:
-        p.dst = embed = own<bf16>(numel);
+      case WeightRole::kEmbed:  // vocabulary rows, zero-padded to an equal count on every rank
+        p.dst = embed = own<bf16>(size_t(vocab_rows) * H);
+        M3_CUDA_CHECK(cudaMemsetAsync(embed, 0, size_t(vocab_rows) * H * 2, stream));
         break;
       case WeightRole::kLmHead:
-        p.dst = lm_head = own<bf16>(numel);
+        p.dst = lm_head = own<bf16>(size_t(vocab_rows) * H);
+        M3_CUDA_CHECK(cudaMemsetAsync(lm_head, 0, size_t(vocab_rows) * H * 2, stream));
         break;
       case WeightRole::kFinalNorm:
         p.dst = final_norm = own<bf16>(numel);
@@ -222,11 +229,23 @@ void CudaModel::Impl::load_weights(const Checkpoint* ckpt, uint64_t random_seed)
           const Placement& p = place[i];
           const TensorRef& ref = ckpt->at(names[i]);
           const DType want = p.fp32 ? DType::kF32 : DType::kBF16;
+          const TensorCut& cut = cuts[i];
           std::vector<uint8_t> converted;
           const uint8_t* src = ref.file->tensor_data(*ref.info);
-          if (ref.info->dtype != want || ref.info->shape != specs[i].shape) {
+          const bool as_stored = ref.info->dtype == want && ref.info->shape == specs[i].shape;
+          if (as_stored && cut.dim == 0) {  // a range of whole rows: a pointer into the mapped file
+            src += size_t(cut.begin) * (p.bytes / size_t(cut.end - cut.begin));
+          } else if (as_stored && cut.dim == 1) {  // a range of columns: gathered row by row
+            const size_t esize = p.fp32 ? 4 : 2, cols = size_t(specs[i].shape[1]),
+                         width = cut.end - cut.begin;
+            converted.resize(p.bytes);
+            for (size_t r = 0; r < p.bytes / (width * esize); ++r)
+              std::memcpy(converted.data() + r * width * esize, src + (r * cols + cut.begin) * esize,
+                          width * esize);
+            src = converted.data();
+          } else if (!as_stored) {
             const std::vector<float> f =
-                ckpt->read_f32(names[i], specs[i].shape, c.quant_block);  // checks shape
+                ckpt->read_f32(names[i], specs[i].shape, c.quant_block, cut);  // checks shape
             converted.resize(p.bytes);
             if (p.fp32)
               std::memcpy(converted.data(), f.data(), p.bytes);
@@ -276,6 +295,7 @@ void CudaModel::Impl::load_weights(const Checkpoint* ckpt, uint64_t random_seed)
     if (error) std::rethrow_exception(error);
   }
   if (c.tie_word_embeddings) lm_head = embed;
+  weight_bytes = total;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log_info("cuda: ", ckpt ? "loaded " : "generated ", specs.size(), " tensors, ", total / 1e9, " GB in ",
            secs, " s (", total / 1e9 / secs, " GB/s)");
@@ -295,7 +315,7 @@ size_t CudaModel::Impl::kv_bytes_per_page() const {
   size_t bytes = 0;
   for (int l = 0; l < c.num_layers; ++l)
     bytes +=
-        size_t(c.msa.block_size) * (2 * c.kv_size() + (c.sparse_attention[l] ? c.msa.index_head_dim : 0)) * 2;
+        size_t(c.msa.block_size) * (2 * kv_size() + (c.sparse_attention[l] ? c.msa.index_head_dim : 0)) * 2;
   return bytes;
 }
 
@@ -310,8 +330,8 @@ void CudaModel::Impl::allocate_kv(int pages) {
   };
   for (int l = 0; l < c.num_layers; ++l) {
     Layer& L = layers[l];
-    L.k_cache = alloc(slots * c.kv_size());
-    L.v_cache = alloc(slots * c.kv_size());
+    L.k_cache = alloc(slots * kv_size());
+    L.v_cache = alloc(slots * kv_size());
     L.idx_cache = c.sparse_attention[l] ? alloc(slots * c.msa.index_head_dim) : nullptr;
   }
 }
@@ -320,8 +340,8 @@ void CudaModel::fill_kv_random(uint64_t seed) {
   Impl& m = *impl_;
   const size_t slots = size_t(num_pages_ + 1) * config_.msa.block_size;
   for (Impl::Layer& L : m.layers) {
-    cuda::fill_random(L.k_cache, false, int64_t(slots * config_.kv_size()), seed++ << 40, 1.0f, m.stream);
-    cuda::fill_random(L.v_cache, false, int64_t(slots * config_.kv_size()), seed++ << 40, 1.0f, m.stream);
+    cuda::fill_random(L.k_cache, false, int64_t(slots * m.kv_size()), seed++ << 40, 1.0f, m.stream);
+    cuda::fill_random(L.v_cache, false, int64_t(slots * m.kv_size()), seed++ << 40, 1.0f, m.stream);
     if (L.idx_cache)
       cuda::fill_random(L.idx_cache, false, int64_t(slots * config_.msa.index_head_dim), seed++ << 40, 1.0f,
                         m.stream);

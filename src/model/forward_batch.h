@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "common/sampling_math.h"
@@ -52,5 +53,17 @@ struct ForwardOptions {
   bool trace_msa = false;
   bool trace_moe = false;
 };
+
+// A forward call as bytes, for the other ranks of a multi-rank model (dist/rank_protocol.h).
+std::string encode_forward_call(const ForwardBatch& batch, const ForwardOptions& options);
+
+// A decoded call: the batch's block tables live here (the SeqChunk spans point into them; moving a
+// ForwardCall keeps them valid).
+struct ForwardCall {
+  ForwardBatch batch;
+  ForwardOptions options;
+  std::vector<std::vector<int32_t>> block_tables;
+};
+ForwardCall decode_forward_call(const std::string& bytes);  // kInternal on a malformed call
 
 }  // namespace m3

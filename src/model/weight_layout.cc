@@ -60,6 +60,44 @@ std::vector<WeightSpec> weight_layout(const ModelConfig& c) {
   return s;
 }
 
+TensorCut shard_cut(const WeightSpec& spec, const ModelConfig& c, const ShardLayout& shard) {
+  if (shard.tp_size == 1) return {};
+  const int64_t D = c.head_dim, Di = c.msa.index_head_dim;
+  auto rows = [](Slice s, int64_t unit = 1) { return TensorCut{0, s.begin * unit, s.end * unit}; };
+  auto cols = [](Slice s, int64_t unit = 1) { return TensorCut{1, s.begin * unit, s.end * unit}; };
+  switch (spec.role) {
+    case WeightRole::kEmbed:
+    case WeightRole::kLmHead:
+      return rows(shard.vocab);
+    case WeightRole::kQ:
+      return rows(shard.q_heads, D);
+    case WeightRole::kK:
+    case WeightRole::kV:
+      return rows(shard.kv_heads, D);
+    case WeightRole::kO:
+      return cols(shard.q_heads, D);
+    case WeightRole::kIndexQ:
+      return rows(shard.kv_heads, Di);  // one index query head per KV group
+    case WeightRole::kMlpGate:
+    case WeightRole::kMlpUp:
+      return rows(shard.dense_intermediate);
+    case WeightRole::kMlpDown:
+      return cols(shard.dense_intermediate);
+    case WeightRole::kExpertGate:
+    case WeightRole::kExpertUp:
+      return rows(shard.expert_intermediate);
+    case WeightRole::kExpertDown:
+      return cols(shard.expert_intermediate);
+    case WeightRole::kSharedGate:
+    case WeightRole::kSharedUp:
+      return rows(shard.shared_intermediate);
+    case WeightRole::kSharedDown:
+      return cols(shard.shared_intermediate);
+    default:
+      return {};
+  }
+}
+
 std::vector<std::string> resolve_weight_names(const Checkpoint& ckpt, const std::vector<WeightSpec>& specs) {
   std::vector<std::string> chosen;
   std::set<std::string> claimed;

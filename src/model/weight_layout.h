@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/model_config.h"
+#include "config/shard_layout.h"
 #include "loader/checkpoint.h"
 
 namespace m3 {
@@ -51,6 +52,11 @@ struct WeightSpec {
 };
 
 std::vector<WeightSpec> weight_layout(const ModelConfig& config);
+
+// The part of `spec` the rank of `shard` holds: column-parallel projections (q, k, v, index q, gate / up)
+// keep their rows, row-parallel ones (o, down) their columns, the embedding and LM head their vocabulary
+// rows; norms, the router and the index key projection are whole on every rank.
+TensorCut shard_cut(const WeightSpec& spec, const ModelConfig& config, const ShardLayout& shard);
 
 // For each spec, the name the checkpoint actually uses (error naming the tensor if none is present); then
 // fails on any checkpoint tensor that no spec claims (an MXFP8 scale counts as claimed with its weight).

@@ -1,5 +1,6 @@
 // `m3 generate` from the command line, as a user runs it: reproduces the reference's greedy ids on every
-// fixture checkpoint, reports bad input lines by number while the others still run, and names bad flags.
+// fixture checkpoint, also split over CPU ranks (under mpirun, and self-spawned), reports bad input lines by
+// number while the others still run, and names bad flags.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -23,14 +24,16 @@ struct CliRun {
   std::vector<nlohmann::json> lines;
 };
 
-CliRun m3_generate(const std::string& args, const std::string& input) {
+// `launcher`: a prefix such as "mpirun -np 2" (run as root, mpirun needs --allow-run-as-root).
+CliRun m3_generate(const std::string& args, const std::string& input, const std::string& launcher = "") {
   static int counter = 0;
   fs::path dir =
       fs::temp_directory_path() / ("m3_cli_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
   fs::create_directories(dir);
   std::ofstream(dir / "in.jsonl") << input;
-  std::string cmd = std::string(M3_BINARY) + " generate " + args + " --input " + (dir / "in.jsonl").string() +
-                    " --output " + (dir / "out.jsonl").string() + " 2> " + (dir / "err.txt").string();
+  std::string cmd = launcher + (launcher.empty() ? "" : " ") + std::string(M3_BINARY) + " generate " + args +
+                    " --input " + (dir / "in.jsonl").string() + " --output " + (dir / "out.jsonl").string() +
+                    " 2> " + (dir / "err.txt").string();
   CliRun r;
   r.status = WEXITSTATUS(std::system(cmd.c_str()));
   std::ifstream err(dir / "err.txt");
@@ -40,10 +43,7 @@ CliRun m3_generate(const std::string& args, const std::string& input) {
   return r;
 }
 
-class GenerateCli : public ::testing::TestWithParam<const char*> {};
-
-TEST_P(GenerateCli, ReproducesReferenceGreedyIds) {
-  auto golden = load_golden(GetParam());
+std::string golden_input(const std::vector<GoldenPrompt>& golden) {
   std::string input;
   for (const auto& g : golden)
     input += nlohmann::json({{"prompt_token_ids", g.prompt},
@@ -52,7 +52,11 @@ TEST_P(GenerateCli, ReproducesReferenceGreedyIds) {
                              {"ignore_eos", true}})
                  .dump() +
              "\n";
-  CliRun r = m3_generate("--model " + fixture_model_dir(GetParam()) + " --max-num-batched-tokens 100", input);
+  return input;
+}
+
+// The reference's greedy ids, step by step while its top-1 / top-2 margin is at least 1e-3.
+void expect_golden_ids(const CliRun& r, const std::vector<GoldenPrompt>& golden) {
   ASSERT_EQ(r.status, 0) << r.err;
   ASSERT_EQ(r.lines.size(), golden.size());
   for (size_t p = 0; p < golden.size(); ++p) {
@@ -62,6 +66,60 @@ TEST_P(GenerateCli, ReproducesReferenceGreedyIds) {
     for (size_t s = 0; s < golden[p].output.size() && golden[p].steps[s].margin >= 1e-3f; ++s)
       ASSERT_EQ(got.at(s), golden[p].output[s]) << "prompt " << p << " step " << s;
   }
+}
+
+class GenerateCli : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GenerateCli, ReproducesReferenceGreedyIds) {
+  auto golden = load_golden(GetParam());
+  expect_golden_ids(m3_generate("--model " + fixture_model_dir(GetParam()) + " --max-num-batched-tokens 100",
+                                golden_input(golden)),
+                    golden);
+}
+
+std::string mpirun(int ranks) {
+  // Containers often forbid the cross-process reads of Open MPI's shared-memory transport (self-spawns set
+  // it).
+  return "OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun -np " + std::to_string(ranks) +
+         " --oversubscribe" + (::geteuid() == 0 ? " --allow-run-as-root" : "");
+}
+
+TEST(GenerateCliRanks, CpuRanksUnderMpirunReproduceReferenceGreedyIds) {
+  for (const char* fixture : {"m3-tiny-msa", "m3-tiny-hf-sharded"}) {
+    auto golden = load_golden(fixture);
+    CliRun r = m3_generate("--model " + fixture_model_dir(fixture) +
+                               " --device cpu --tensor-parallel-size 2" + " --max-num-batched-tokens 100",
+                           golden_input(golden), mpirun(2));
+    expect_golden_ids(r, golden);
+    EXPECT_NE(r.err.find("rank 1 of 2"), std::string::npos) << "memory per rank in the start-up report\n"
+                                                            << r.err;
+  }
+}
+
+TEST(GenerateCliRanks, SelfSpawnedRanksReproduceReferenceGreedyIds) {
+  // TP 4 on 4 KV heads, and TP 8: two ranks share each KV head.
+  for (int tp : {4, 8}) {
+    auto golden = load_golden("m3-tiny-msa");
+    CliRun r = m3_generate("--model " + fixture_model_dir("m3-tiny-msa") + " --device cpu --tp " +
+                               std::to_string(tp) + " --max-num-batched-tokens 100",
+                           golden_input(golden));
+    expect_golden_ids(r, golden);
+    EXPECT_NE(r.err.find("starting " + std::to_string(tp) + " ranks"), std::string::npos) << r.err;
+  }
+}
+
+TEST(GenerateCliRanks, RankErrorsAreNamed) {
+  const std::string model = "--model " + fixture_model_dir("m3-tiny-hf-sharded") + " --device cpu";
+  CliRun uneven = m3_generate(model + " --tp 3", "");
+  EXPECT_EQ(uneven.status, 2);
+  EXPECT_NE(uneven.err.find("--tensor-parallel-size 3: 4 query heads do not split into 3 ranks"),
+            std::string::npos)
+      << uneven.err;
+  CliRun disagree = m3_generate(model + " --tp 4", "", mpirun(2));
+  EXPECT_NE(disagree.status, 0);
+  EXPECT_NE(disagree.err.find("--tensor-parallel-size 4 needs 4 ranks, and mpirun started 2"),
+            std::string::npos)
+      << disagree.err;
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GenerateCli, ::testing::ValuesIn(kFixtureNames), [](const auto& info) {

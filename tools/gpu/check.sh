@@ -3,31 +3,108 @@
 # (default: tests). tests: the GPU test suite, compute-sanitizer memcheck on the kernel tests, and
 # `m3 generate --device cuda` on the golden fixtures. e2e: the server e2e suite with every model-backed server
 # on --device cuda (needs pack.sh's M3_PACK_NODE=1). bench: m3-kernel-bench (all benches, or BENCH_FILTER).
+# tp: tensor parallel over the machine's GPUs (2 or more): `m3 generate --tensor-parallel-size N` on the golden
+# fixtures against TP 1, a TP-N server answering as a TP-1 server does, and a killed rank ending the server.
 # Full logs go to $OUT; short tables are printed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/m3-gpu-out}
 mkdir -p "$OUT"
 [ -f build-gpu/bundle.tar.xz ] && tar -C build-gpu -xJf build-gpu/bundle.tar.xz  # pack.sh M3_PACK_NODE=1
-export LD_LIBRARY_PATH="$PWD/build-gpu/lib:${LD_LIBRARY_PATH:-}"
+# build-gpu/bin/* find build-gpu/lib through their RUNPATH. LD_LIBRARY_PATH only as a fallback for binaries that do
+# not start without it: set for everything, it would also hand the bundle's libstdc++ to python3 and NVIDIA's tools.
+if ! build-gpu/bin/m3 --version >/dev/null 2>&1; then
+  echo "warning: build-gpu/bin/m3 does not start on its RUNPATH; using LD_LIBRARY_PATH=build-gpu/lib" >&2
+  export LD_LIBRARY_PATH="$PWD/build-gpu/lib:${LD_LIBRARY_PATH:-}"
+fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 status=0
 want() { [ $# -eq 0 ] && return 0; local w; for w in "${MODES[@]}"; do [ "$w" = "$1" ] && return 0; done; return 1; }
 MODES=("$@")
 [ ${#MODES[@]} -eq 0 ] && MODES=(tests)
 
+# NCCL is loaded at run time: the device image has it with PyTorch.
+if [ -z "${M3_NCCL_LIBRARY:-}" ]; then
+  M3_NCCL_LIBRARY=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null ||
+                    find / -name libnccl.so.2 -not -path '/proc/*' 2>/dev/null | head -1)
+  export M3_NCCL_LIBRARY
+fi
+echo "NCCL: ${M3_NCCL_LIBRARY:-not found}"
+
+if want tp; then
+  GPUS=$(nvidia-smi -L | wc -l)
+  TP=${TP:-$GPUS}
+  echo "== tensor parallel: TP $TP over $GPUS GPU(s)"
+  for m in m3-tiny-msa m3-tiny-block128 m3-tiny-hf-sharded; do
+    python3 - "$m" >"$OUT/tp_in_$m.jsonl" <<'PY'
+import json, sys
+g = json.load(open(f"tests/fixtures/goldens/{sys.argv[1]}.json"))
+for p in g["prompts"]:
+    print(json.dumps({"prompt_token_ids": p["prompt_token_ids"], "max_tokens": p["max_tokens"], "temperature": 0, "ignore_eos": True}))
+PY
+    for t in 1 "$TP"; do
+      timeout 300 build-gpu/bin/m3 generate --model "tests/fixtures/models/$m" --device cuda --tensor-parallel-size "$t" \
+        --input "$OUT/tp_in_$m.jsonl" --output "$OUT/tp_out_${m}_$t.jsonl" 2>"$OUT/tp_generate_${m}_$t.log" ||
+        { echo "m3 generate --tensor-parallel-size $t $m: FAILED"; tail -5 "$OUT/tp_generate_${m}_$t.log"; status=1; }
+    done
+    grep -h "pages)\|NCCL" "$OUT/tp_generate_${m}_$TP.log" | sed 's/^/  /'
+    python3 - "$m" "$OUT/tp_out_${m}_1.jsonl" "$OUT/tp_out_${m}_$TP.jsonl" "$TP" <<'PY'
+import json, sys
+g = json.load(open(f"tests/fixtures/goldens/{sys.argv[1]}.json"))
+one = [json.loads(l) for l in open(sys.argv[2])]
+many = [json.loads(l) for l in open(sys.argv[3])]
+ok = same = 0
+for p, a, b in zip(g["prompts"], one, many):
+    ref, got = p["output_token_ids"], b.get("output_token_ids", [])
+    clear = next((i for i, s in enumerate(p["steps"]) if s["margin"] < 0.5), len(ref))
+    ok += got[:clear] == ref[:clear]
+    same += a.get("output_token_ids") == got
+print(f"m3 generate --device cuda --tensor-parallel-size {sys.argv[4]} {sys.argv[1]}: {ok}/{len(many)} match the "
+      f"reference greedy ids (margin >= 0.5); {same}/{len(many)} identical to TP 1")
+PY
+  done
+  build-gpu/bin/m3 make-random-model --preset tiny --out /tmp/m3-tiny --tokenizer-from tests/fixtures/minimax-m3 2>/dev/null
+  ask() {  # port -> the chat completion's message content (greedy)
+    curl -s "localhost:$1/v1/chat/completions" -H 'content-type: application/json' \
+      -d '{"model":"m","messages":[{"role":"user","content":"Write a haiku about GPUs"}],"max_tokens":48,"temperature":0,"ignore_eos":true}' |
+      python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["message"])'
+  }
+  up() { for _ in $(seq 1 600); do curl -sf "localhost:$1/health" >/dev/null && return 0; sleep 0.2; done; return 1; }
+  # One server at a time: each sizes its KV pool from the free memory of its GPUs.
+  build-gpu/bin/m3 serve /tmp/m3-tiny --device cuda --port 8301 --served-model-name m >"$OUT/tp_serve_1.log" 2>&1 &
+  S1=$!
+  up 8301 && A=$(ask 8301)
+  kill "$S1"; wait "$S1"
+  build-gpu/bin/m3 serve /tmp/m3-tiny --device cuda --tensor-parallel-size "$TP" --port 8302 --served-model-name m \
+    >"$OUT/tp_serve_$TP.log" 2>&1 &
+  SN=$!
+  if up 8302; then
+    B=$(ask 8302)
+    [ "$A" = "$B" ] && echo "m3 serve --tensor-parallel-size $TP: same greedy answer as TP 1" ||
+      { echo "m3 serve --tensor-parallel-size $TP: answer differs from TP 1"; echo "  TP1: $A"; echo "  TP$TP: $B"; }
+    W=$(grep -o "rank 1 of $TP on [^ ]* (pid [0-9]*)" "$OUT/tp_serve_$TP.log" | grep -o "pid [0-9]*" | cut -d' ' -f2)
+    kill -9 "$W"; t0=$(date +%s.%N)
+    wait "$SN"; rc=$?
+    echo "killed rank 1 (pid $W): the server exited with status $rc after $(python3 -c "print(round($(date +%s.%N)-$t0,2))") s"
+    [ "$rc" != 0 ] || status=1
+  else
+    echo "TP servers did not come up"; tail -20 "$OUT/tp_serve_$TP.log"; status=1
+  fi
+  grep -h "NCCL\|pages)\|error" "$OUT/tp_serve_$TP.log" | head -8 | sed 's/^/  /'
+fi
+
 if want tests; then
-  build-gpu/cuda_test --gtest_output=json:"$OUT/cuda_test.json" >"$OUT/cuda_test.log" 2>&1 || status=1
+  build-gpu/bin/cuda_test --gtest_output=json:"$OUT/cuda_test.json" >"$OUT/cuda_test.log" 2>&1 || status=1
   tail -3 "$OUT/cuda_test.log"
-  compute-sanitizer --tool memcheck --error-exitcode 1 build-gpu/cuda_test \
+  compute-sanitizer --tool memcheck --error-exitcode 1 build-gpu/bin/cuda_test \
     --gtest_filter='*MsaSelectKernel*:*MsaScore*:*AttentionKernel*:*Moe*:*Sampling*:*PrepareHeads*:CudaGolden.TeacherForced*/m3_tiny_msa' \
     >"$OUT/sanitizer.log" 2>&1 && echo "compute-sanitizer memcheck: clean" || { echo "compute-sanitizer: FAILED"; status=1; }
   tail -2 "$OUT/sanitizer.log"
   # Barrier misuse gates; racecheck is reported, not gated: it flags the MSA decode scorer's cp.async.bulk ring,
   # whose slots are ordered by mbarriers that racecheck does not model (docs/performance.md).
-  compute-sanitizer --tool synccheck --error-exitcode 1 build-gpu/cuda_test --gtest_filter='*Msa*:*AttentionKernel*:*Moe*:*PrepareHeads*:*Sampling*:-*SameIds*' \
+  compute-sanitizer --tool synccheck --error-exitcode 1 build-gpu/bin/cuda_test --gtest_filter='*Msa*:*AttentionKernel*:*Moe*:*PrepareHeads*:*Sampling*:-*SameIds*' \
     >"$OUT/synccheck.log" 2>&1 && echo "compute-sanitizer synccheck: clean" || { echo "compute-sanitizer synccheck: FAILED"; status=1; }
-  compute-sanitizer --tool racecheck build-gpu/cuda_test --gtest_filter='*Msa*:*AttentionKernel*:*Moe*:*PrepareHeads*:*Sampling*:-*SameIds*' >"$OUT/racecheck.log" 2>&1
+  compute-sanitizer --tool racecheck build-gpu/bin/cuda_test --gtest_filter='*Msa*:*AttentionKernel*:*Moe*:*PrepareHeads*:*Sampling*:-*SameIds*' >"$OUT/racecheck.log" 2>&1
   echo "compute-sanitizer racecheck: $(grep -c 'Race reported' "$OUT/racecheck.log") reports, in: $(grep -o 'Write access at void [^(]*' "$OUT/racecheck.log" | sed 's/.*:://; s/<$//' | sort -u | tr '\n' ' ')"
   for m in m3-tiny-msa m3-tiny-block128; do
     python3 - "$m" >"$OUT/in_$m.jsonl" <<'PY'
@@ -36,7 +113,7 @@ g = json.load(open(f"tests/fixtures/goldens/{sys.argv[1]}.json"))
 for p in g["prompts"]:
     print(json.dumps({"prompt_token_ids": p["prompt_token_ids"], "max_tokens": p["max_tokens"], "temperature": 0, "ignore_eos": True}))
 PY
-    build-gpu/m3 generate --model "tests/fixtures/models/$m" --device cuda --input "$OUT/in_$m.jsonl" \
+    build-gpu/bin/m3 generate --model "tests/fixtures/models/$m" --device cuda --input "$OUT/in_$m.jsonl" \
       --output "$OUT/out_$m.jsonl" 2>>"$OUT/generate.log" || status=1
     python3 - "$m" "$OUT/out_$m.jsonl" <<'PY'
 import json, sys
@@ -68,7 +145,7 @@ if want e2e; then
   xz -dc build-gpu/node/node.xz >/tmp/m3-node/node && chmod +x /tmp/m3-node/node
   tar -C tests/e2e/server -xJf build-gpu/node/node_modules.tar.xz
   for suite in openai anthropic bad_input load drain scripted; do
-    (cd tests/e2e/server && M3_BINARY="$PWD/../../../build-gpu/m3" M3_REPO_ROOT="$PWD/../../.." \
+    (cd tests/e2e/server && M3_BINARY="$PWD/../../../build-gpu/bin/m3" M3_REPO_ROOT="$PWD/../../.." \
        M3_E2E_WORKDIR=/tmp/m3-e2e M3_E2E_SERVE_ARGS="--device cuda" \
        timeout 500 /tmp/m3-node/node --test --test-reporter=spec "$suite.test.mjs" >"$OUT/e2e_$suite.log" 2>&1) \
       && echo "e2e $suite (--device cuda): $(grep -E "^ℹ (tests|pass|fail) " "$OUT/e2e_$suite.log" | tr "\n" " ")" \
@@ -79,7 +156,7 @@ fi
 if want profile; then  # where a decode step's time goes (nsys kernel summary), PROFILE_FILTER picks the step
   filter=${PROFILE_FILTER:-decode_step B=1 }
   if command -v nsys >/dev/null; then
-    nsys profile -o "$OUT/step" --force-overwrite true build-gpu/m3-kernel-bench --filter "$filter" --iters 5 \
+    nsys profile -o "$OUT/step" --force-overwrite true build-gpu/bin/m3-kernel-bench --filter "$filter" --iters 5 \
       >"$OUT/profile_run.log" 2>&1
     nsys stats --report cuda_gpu_kern_sum --format csv "$OUT/step.nsys-rep" >"$OUT/kernels.csv" 2>/dev/null
     python3 - "$OUT/kernels.csv" <<'PY'
@@ -94,7 +171,7 @@ for r in sorted(body, key=lambda r: -float(r[ti]))[:25]:
 PY
   else  # ncu: every kernel of the run replayed once for its duration (synthetic-weight fills excluded)
     ncu --metrics gpu__time_duration.sum --csv --kernel-name regex:'^(?!fill_random)' \
-      build-gpu/m3-kernel-bench --filter "$filter" --iters 1 >"$OUT/ncu.csv" 2>"$OUT/ncu.log"
+      build-gpu/bin/m3-kernel-bench --filter "$filter" --iters 1 >"$OUT/ncu.csv" 2>"$OUT/ncu.log"
     python3 - "$OUT/ncu.csv" <<'PY'
 import csv, sys, collections
 lines = [l for l in open(sys.argv[1]) if l.startswith('"')]
@@ -116,7 +193,7 @@ PY
 fi
 
 if want bench; then
-  build-gpu/m3-kernel-bench ${BENCH_FILTER:+--filter "$BENCH_FILTER"} ${BENCH_ARGS:-} --json "$OUT/bench.json" \
+  build-gpu/bin/m3-kernel-bench ${BENCH_FILTER:+--filter "$BENCH_FILTER"} ${BENCH_ARGS:-} --json "$OUT/bench.json" \
     2>&1 | tee "$OUT/bench.log" || status=1
 fi
 exit $status

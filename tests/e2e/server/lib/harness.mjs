@@ -140,8 +140,8 @@ export class Server {
   }
 }
 
-// Extra flags for every server of the suite, e.g. M3_E2E_SERVE_ARGS="--device cuda" runs it on the GPU backend
-// (scripted servers keep their scripted device).
+// Extra flags for every model-backed server of the suite, e.g. M3_E2E_SERVE_ARGS="--device cuda" runs it on the
+// GPU backend, "--device cpu --tensor-parallel-size 2" on two CPU ranks (scripted servers do not take them).
 const EXTRA_ARGS = (process.env.M3_E2E_SERVE_ARGS || '').split(' ').filter(Boolean);
 
 // Starts `m3 serve` on the tiny model (or `model`) with `args` and waits until /health answers 200. `parsers:
@@ -155,7 +155,7 @@ export async function startServer({ args = [], script = null, model = null, env 
     const parserArgs = parsers ? ['--reasoning-parser', 'minimax_m3', '--tool-call-parser', 'minimax_m3',
                                   '--enable-auto-tool-choice'] : [];
     const argv = ['serve', dir, '--host', '127.0.0.1', '--port', String(port), ...names, ...parserArgs,
-                  ...(script ? ['--scripted-responses', writeScript(script)] : []), ...EXTRA_ARGS, ...args];
+                  ...(script ? ['--scripted-responses', writeScript(script)] : EXTRA_ARGS), ...args];
     // Idle OpenMP threads sleep instead of spinning: under `ctest -j` on a small machine spinning workers
     // starve each other and a 300-token generation takes seconds instead of milliseconds.
     const procEnv = { OMP_WAIT_POLICY: 'PASSIVE', ...process.env, ...env };

@@ -1,0 +1,103 @@
+// Byte encoding of a forward call: fixed-width fields and length-prefixed arrays of plain structs, in one
+// process's native layout (the ranks of a run are the same binary on the same architecture).
+#include "model/forward_batch.h"
+
+#include <cstring>
+#include <type_traits>
+
+#include "common/error.h"
+
+namespace m3 {
+namespace {
+
+class Writer {
+ public:
+  template <typename T>
+  void put(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    out.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  template <typename T>
+  void put_array(std::span<const T> a) {
+    put<uint64_t>(a.size());
+    out.append(reinterpret_cast<const char*>(a.data()), a.size_bytes());
+  }
+  std::string out;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::string& in) : in_(in) {}
+  template <typename T>
+  T get() {
+    T v;
+    take(&v, sizeof v);
+    return v;
+  }
+  template <typename T>
+  std::vector<T> get_array() {
+    const uint64_t n = get<uint64_t>();
+    if (n > (in_.size() - pos_) / sizeof(T)) fail(ErrorKind::kInternal, "forward call: array past the end");
+    std::vector<T> v(n);
+    take(v.data(), n * sizeof(T));
+    return v;
+  }
+  bool done() const { return pos_ == in_.size(); }
+
+ private:
+  void take(void* dst, size_t n) {
+    if (n > in_.size() - pos_) fail(ErrorKind::kInternal, "forward call: truncated");
+    std::memcpy(dst, in_.data() + pos_, n);
+    pos_ += n;
+  }
+  const std::string& in_;
+  size_t pos_ = 0;
+};
+
+struct ChunkHeader {
+  int32_t token_offset, num_tokens;
+  int64_t start_pos;
+  uint8_t want_logits;
+};
+
+}  // namespace
+
+std::string encode_forward_call(const ForwardBatch& b, const ForwardOptions& o) {
+  Writer w;
+  w.put<uint8_t>(o.trace_hidden);
+  w.put<uint8_t>(o.trace_msa);
+  w.put<uint8_t>(o.trace_moe);
+  w.put_array(std::span<const int32_t>(b.token_ids));
+  w.put<uint64_t>(b.seqs.size());
+  for (const SeqChunk& s : b.seqs) {
+    w.put(ChunkHeader{s.token_offset, s.num_tokens, s.start_pos, s.want_logits});
+    w.put_array(s.block_table);
+  }
+  w.put_array(std::span<const SamplingRow>(b.sampling));
+  w.put_array(std::span<const LogitAdjustment>(b.sampling_adjustments));
+  return std::move(w.out);
+}
+
+ForwardCall decode_forward_call(const std::string& bytes) {
+  Reader r(bytes);
+  ForwardCall c;
+  c.options.trace_hidden = r.get<uint8_t>();
+  c.options.trace_msa = r.get<uint8_t>();
+  c.options.trace_moe = r.get<uint8_t>();
+  c.batch.token_ids = r.get_array<int32_t>();
+  const uint64_t n = r.get<uint64_t>();
+  if (n > bytes.size()) fail(ErrorKind::kInternal, "forward call: too many chunks");
+  c.block_tables.reserve(n);  // no reallocation: the spans below point into these vectors
+  for (uint64_t i = 0; i < n; ++i) {
+    const auto h = r.get<ChunkHeader>();
+    c.block_tables.push_back(r.get_array<int32_t>());
+    c.batch.seqs.push_back(
+        {h.token_offset, h.num_tokens, h.start_pos, c.block_tables.back(), h.want_logits != 0});
+  }
+  c.batch.sampling = r.get_array<SamplingRow>();
+  c.batch.sampling_adjustments = r.get_array<LogitAdjustment>();
+  if (!r.done()) fail(ErrorKind::kInternal, "forward call: trailing bytes");
+  return c;
+}
+
+}  // namespace m3
