@@ -84,12 +84,17 @@ std::unique_ptr<ModelBackend> load_shard(const std::string& model_dir, const Bac
       co.ranks = comm;
       co.device = dist::rank_env().local_rank % static_cast<int>(cuda::list_devices().size());
     }
-    if (dummy) {
-      log_info("--load-format dummy: random weights generated on the device (speed measurement only)");
-      return std::make_unique<CudaModel>(std::move(config), nullptr, co);
+    try {
+      if (dummy) {
+        log_info("--load-format dummy: random weights generated on the device (speed measurement only)");
+        return std::make_unique<CudaModel>(std::move(config), nullptr, co);
+      }
+      Checkpoint ckpt(model_dir);
+      return std::make_unique<CudaModel>(std::move(config), &ckpt, co);
+    } catch (const Error& e) {  // with several ranks, say which GPU (the rank and host come with the report)
+      if (comm->size() == 1) throw;
+      throw Error(e.kind(), "GPU " + std::to_string(co.device) + ": " + e.what());
     }
-    Checkpoint ckpt(model_dir);
-    return std::make_unique<CudaModel>(std::move(config), &ckpt, co);
 #else
     fail(ErrorKind::kUnsupported, "--device cuda: " + cuda_devices_summary());
 #endif
