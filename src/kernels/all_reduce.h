@@ -12,7 +12,7 @@
 namespace m3::cuda {
 
 constexpr int kAllReduceMaxRanks = 8;
-constexpr int kAllReduceBlocks = 16;  // CTAs per call (each owns a contiguous chunk of the message)
+constexpr int kAllReduceBlocks = 64;  // CTAs per call (each owns a contiguous chunk of the message)
 
 // Per rank, in device memory that every peer has mapped: two staging halves of `capacity` floats (calls
 // alternate between them, so a fast rank's next call never overwrites what a slow peer still reads) and the
@@ -21,7 +21,7 @@ struct AllReducePeers {
   float* staging[kAllReduceMaxRanks];     // rank r's staging buffer, as this rank addresses it
   uint32_t* signals[kAllReduceMaxRanks];  // rank r's signal slots, as this rank addresses them
   int ranks = 1, rank = 0;
-  int64_t capacity = 0;  // floats per staging half
+  int64_t capacity = 0;  // floats per staging half (a multiple of 4: the halves stay 16-byte aligned)
 };
 
 size_t all_reduce_staging_bytes(int64_t capacity);  // both halves
