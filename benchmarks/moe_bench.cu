@@ -1,7 +1,8 @@
 // The decode MoE at real widths (hidden 6144, expert width 3072, 128 experts, top-4, plus the shared expert
 // as group 128): device grouping, the two grouped GEMVs (gate/up with SwiGLU-OAI, down) and the combine, with
 // uniform random routing (B > 32: without the shared expert, which the model then runs as a dense GEMM).
-// Floor: every touched expert slab read once from HBM.
+// Floor: every touched expert slab read once from HBM. moe_decode_fp8: the same with MXFP8 expert weights
+// (kernels/fp8.h; 1 + 1/32 bytes per weight), quantised from the bf16 ones.
 #include <algorithm>
 #include <random>
 #include <set>
@@ -14,20 +15,29 @@ namespace {
 
 using cuda::bf16;
 
-M3_BENCH(moe_decode) {
+void moe_decode(const Options& opts, bool fp8) {
+  const std::string name = fp8 ? "moe_decode_fp8" : "moe_decode";
   const int H = 6144, I = 3072, E = 128, K = 4, G = E + 1;
   const std::vector<int> batches =
       opts.quick ? std::vector<int>{1, 32} : std::vector<int>{1, 4, 8, 16, 32, 64, 128, 256};
   bool any = false;
   for (int B : batches)
-    any |=
-        wanted(opts, "moe_decode", "B=" + std::to_string(B) + " E=128 top-4" + (B <= 32 ? " +shared" : ""));
+    any |= wanted(opts, name, "B=" + std::to_string(B) + " E=128 top-4" + (B <= 32 ? " +shared" : ""));
   if (!any) return;
   Arena a;
-  bf16* w13 = a.get<bf16>(size_t(G) * 2 * I * H);
-  bf16* w2 = a.get<bf16>(size_t(G) * H * I);
-  a.fill_bf16(w13, size_t(G) * 2 * I * H, 0.02f, 1);
-  a.fill_bf16(w2, size_t(G) * H * I, 0.02f, 2);
+  const size_t n13 = size_t(G) * 2 * I * H, n2 = size_t(G) * H * I;
+  bf16* w13 = a.get<bf16>(n13);
+  bf16* w2 = a.get<bf16>(n2);
+  a.fill_bf16(w13, n13, 0.02f, 1);
+  a.fill_bf16(w2, n2, 0.02f, 2);
+  cuda::Fp8Matrix q13, q2;
+  if (fp8) {  // quantised copies of the bf16 slabs (22 GB together)
+    uint8_t *q = a.get<uint8_t>(n13 + n13 / 32), *r = a.get<uint8_t>(n2 + n2 / 32);
+    cuda::quantize_mxfp8(w13, int64_t(G) * 2 * I, H, q, q + n13, nullptr);
+    cuda::quantize_mxfp8(w2, int64_t(G) * H, I, r, r + n2, nullptr);
+    q13 = {q, q + n13}, q2 = {r, r + n2};
+    cudaDeviceSynchronize();
+  }
   const int maxB = 256;
   bf16* x = a.get<bf16>(size_t(maxB) * H);
   a.fill_bf16(x, size_t(maxB) * H, 1.0f, 3);
@@ -57,24 +67,29 @@ M3_BENCH(moe_decode) {
     cudaMemcpy(w, hw.data(), hw.size() * 4, cudaMemcpyHostToDevice);
     cudaStream_t s = nullptr;
     Measurement m;
-    m.kernel = "moe_decode";
+    m.kernel = name;
     m.shape = shape;
     m.us = time_us(
         [&](cudaStream_t st) {
           cuda::moe_group(ids, B, K, E, shared, counts, offsets, rank, slot_token, active, st);
-          cuda::grouped_gemv(w13, int64_t(2) * I * H, G, 2 * I, H, x, H, slot_token, counts, offsets, active,
-                             B * K + 1, B, true, 1.702f, 7.0f, act, st);
-          cuda::grouped_gemv(w2, int64_t(H) * I, G, H, I, act, I, nullptr, counts, offsets, active, B * K + 1,
-                             B, false, 0, 0, y, st);
+          cuda::grouped_gemv(w13, q13, int64_t(2) * I * H, G, 2 * I, H, x, H, slot_token, counts, offsets,
+                             active, B * K + 1, B, true, 1.702f, 7.0f, act, st);
+          cuda::grouped_gemv(w2, q2, int64_t(H) * I, G, H, I, act, I, nullptr, counts, offsets, active,
+                             B * K + 1, B, false, 0, 0, y, st);
           cuda::moe_combine(y, ids, w, rank, offsets, B, K, H, 2.0f, shared ? nullptr : out, E, out, st);
         },
         s, opts.iters);
-    m.bytes = double(distinct.size() + shared) * 3.0 * I * H * 2;
+    m.bytes = double(distinct.size() + shared) * 3.0 * I * H * (fp8 ? 1.0 + 1.0 / 32 : 2.0);
     m.flops = 2.0 * 3.0 * I * H * B * (K + shared);
     m.note = std::to_string(distinct.size()) + " experts" +
              (shared ? " + shared" : " (shared expert: dense GEMM)");
     report(m);
   }
+}
+
+M3_BENCH(moe_decode) {
+  moe_decode(opts, /*fp8=*/false);
+  moe_decode(opts, /*fp8=*/true);
 }
 
 }  // namespace

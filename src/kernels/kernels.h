@@ -1,5 +1,6 @@
 // Launchers of the CUDA kernels of the MiniMax-M3 forward pass. Plain device pointers, shapes and a stream;
-// no engine or model types. Activations are fp32 unless named *_bf16; weights and KV pages are bf16.
+// no engine or model types. Activations are fp32 unless named *_bf16; weights are bf16 or MXFP8 (fp8.h), KV
+// pages bf16.
 // KV cache layout per layer: [page][slot][kv_head][head_dim]; index keys: [page][slot][index_dim].
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/attention_plan.h"
+#include "kernels/fp8.h"
 
 namespace m3::cuda {
 
@@ -131,16 +133,21 @@ void moe_route_group(const float* x, const float* router, const float* bias, int
                      bool shared, float* logits, int32_t* ids, float* w, int32_t* counts, int32_t* offsets,
                      int32_t* rank, int32_t* slot_token, int32_t* active, unsigned* ticket, cudaStream_t s);
 // For each group e with counts[e] > 0: Y[offsets[e] + i] = W[e] . X[row_i] for i < counts[e], where row_i =
-// slot_token[offsets[e] + i] (or offsets[e] + i when slot_token is null). W: groups x [N, K] bf16 at stride
-// w_stride; X rows bf16 with stride ldx; K % 8 == 0, N % 16 == 0. swiglu: W is interleaved gate/up and Y is
-// bf16 act [slots, N / 2]; else Y is fp32 [slots, N]. With `active` (moe_group's list) only the first
-// min(groups, max_active) entries get CTAs (max_active: a host bound on non-empty groups, e.g. T x k + 1),
-// else every group does. max_count: a host bound on counts[e] (e.g. T); small bounds select leaner kernels.
-// The grid depends only on host arguments: graph-safe.
-void grouped_gemv(const bf16* W, int64_t w_stride, int groups, int N, int K, const bf16* X, int ldx,
-                  const int32_t* slot_token, const int32_t* counts, const int32_t* offsets,
+// slot_token[offsets[e] + i] (or offsets[e] + i when slot_token is null). W: groups x [N, K] at element stride
+// w_stride, bf16 (W) or, when W8.w is set, MXFP8 (fp8.h; group g's scales at g x w_stride / 32; half the
+// bytes per pass; K and w_stride multiples of 32); X rows bf16 with stride ldx; K % 8 == 0, N % 16 == 0.
+// swiglu: W is interleaved gate/up and Y is bf16 act [slots, N / 2]; else Y is fp32 [slots, N]. With `active`
+// (moe_group's list) only the first min(groups, max_active) entries get CTAs (max_active: a host bound on
+// non-empty groups, e.g. T x k + 1), else every group does. max_count: a host bound on counts[e] (e.g. T);
+// small bounds select leaner kernels. The grid depends only on host arguments: graph-safe.
+void grouped_gemv(const bf16* W, Fp8Matrix W8, int64_t w_stride, int groups, int N, int K, const bf16* X,
+                  int ldx, const int32_t* slot_token, const int32_t* counts, const int32_t* offsets,
                   const int32_t* active, int max_active, int max_count, bool swiglu, float alpha, float limit,
                   void* Y, cudaStream_t s);
+// Y[T, N] fp32 = X[T, K] (bf16, dense rows) . W[N, K]^T by the same GEMV: the weights are read once per 32
+// tokens, so it is the decode-sized linear layer. W bf16, or fp8 when W8.w is set (then K % 32 == 0);
+// N % 16 == 0.
+void linear_gemv(const bf16* W, Fp8Matrix W8, int N, int K, const bf16* X, int T, float* Y, cudaStream_t s);
 // act [rows, I] bf16 = SwiGLU-OAI of the interleaved fp32 GEMM output [rows, 2I].
 void swiglu_interleaved(const float* gate_up, int64_t rows, int I, float alpha, float limit, bf16* act,
                         cudaStream_t s);

@@ -10,6 +10,8 @@
 
 #include "common/error.h"
 #include "kernels/kernels.h"
+#include "kernels/fp8.h"
+#include "kernels/fp8_widen.cuh"
 #include "kernels/mma.cuh"
 
 namespace m3::cuda {
@@ -201,29 +203,44 @@ __device__ __forceinline__ float swiglu_oai(float gate, float up, float alpha, f
 
 constexpr int kGemvWarps = 4;  // 64 weight rows per CTA
 
-// Y[slot] = W[e] . X[row(slot)] for the count[e] slots of group e. Swap-AB MMA: weight rows are M (16 per
-// warp), tokens are N (8 per group). Each lane loads 16 B of its two weight rows per 32 columns and the same
-// 16 B of its token's row; the 8 values are used as two k16 steps under one consistent column permutation
-// (the dot product does not depend on the order of k). kSwiglu: W rows are gate/up interleaved in blocks of 8
-// (rows 16j..16j+7 = gate units 8j.., rows 16j+8.. = up units 8j..), output act bf16 [slots, N/2]; else fp32
-// [slots, N]. kGemvGroups x 8 tokens per pass over the weights (1, 2 or 4: fewer registers, more warps per
-// SM).
-template <bool kSwiglu, int kGemvGroups>
+// Y[slot] = W[e] . X[row(slot)] for the count[e] slots of group e (dense: one group of `dense_count` rows when
+// counts is null). Swap-AB MMA: weight rows are M (16 per warp), tokens are N (8 per group). Each lane loads
+// 16 B of its two weight rows per chunk and the same columns of its token's row; every 8 columns are used as
+// two k16 steps under one consistent column permutation (the dot product does not depend on the order of
+// k). bf16 weights: 8 columns per 16 B, chunks of 32 columns; fp8 (kernels/fp8.h): 16 columns per 16 B,
+// widened in registers with the row's block scale (fp8_widen.cuh), chunks of 64 columns, so a pass reads half
+// the bytes. kSwiglu: W rows are gate/up interleaved in blocks of 8 (rows 16j..16j+7 = gate units 8j..,
+// rows 16j+8.. = up units 8j..), output act bf16 [slots, N/2]; else fp32 [slots, N]. kGemvGroups x 8 tokens
+// per pass over the weights (1, 2 or 4: fewer registers, more warps per SM). kSplit warps share 16 rows and
+// take every kSplit-th step of K (a CTA holds 64 / kSplit rows); their partial sums meet in shared memory
+// in warp order (deterministic), so a layer with few rows still has warps enough to keep loads in flight.
+template <bool kSwiglu, int kGemvGroups, bool kFp8, int kSplit>
 __global__ void __launch_bounds__(kGemvWarps * 32)
-    grouped_gemv_kernel(const bf16* __restrict__ W, int64_t w_stride, int N, int K,
-                        const bf16* __restrict__ X, int ldx, const int32_t* __restrict__ slot_token,
+    grouped_gemv_kernel(const void* __restrict__ Wv, const uint8_t* __restrict__ S, int64_t w_stride, int N,
+                        int K, const bf16* __restrict__ X, int ldx, const int32_t* __restrict__ slot_token,
                         const int32_t* __restrict__ counts, const int32_t* __restrict__ offsets,
-                        const int32_t* __restrict__ active, void* __restrict__ Y, float alpha, float limit) {
+                        const int32_t* __restrict__ active, int dense_count, void* __restrict__ Y, float alpha,
+                        float limit) {
+  constexpr int kCols = kFp8 ? 16 : 8;  // columns per 16-byte load
+  constexpr int kChunk = 4 * kCols;     // columns per chunk (the four lanes of a row)
+  constexpr int kStep = 4 * kChunk;     // columns per iteration: 4 chunks, 8 loads in flight per lane
   const int e = active ? active[blockIdx.y] : blockIdx.y;
   if (e < 0) return;
-  const int count = counts[e];
+  const int count = counts ? counts[e] : dense_count;
   if (count == 0) return;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int row0 = (blockIdx.x * kGemvWarps + warp) * 16;
-  if (row0 >= N) return;
-  const int first = offsets[e];
-  const bf16* w_lo = W + e * w_stride + static_cast<int64_t>(row0 + g) * K;
-  const bf16* w_hi = w_lo + 8 * static_cast<int64_t>(K);
+  const int slice = warp % kSplit;  // this warp's steps of K: slice, slice + kSplit, ...
+  const int row0 = (blockIdx.x * (kGemvWarps / kSplit) + warp / kSplit) * 16;
+  if (kSplit == 1 && row0 >= N) return;  // with kSplit > 1 every warp reaches the reductions' barriers
+  const bool rows_ok = row0 < N;
+  __shared__ float partial[kSplit > 1 ? kGemvWarps : 1][kGemvGroups][4][32];
+  const int first = offsets ? offsets[e] : 0;
+  using WeightT = std::conditional_t<kFp8, uint8_t, bf16>;  // one element per weight
+  const int64_t lo_off = e * w_stride + static_cast<int64_t>(rows_ok ? row0 + g : 0) * K;
+  const WeightT* w_lo = static_cast<const WeightT*>(Wv) + lo_off;
+  const WeightT* w_hi = w_lo + 8 * static_cast<int64_t>(K);
+  const uint8_t* s_lo = kFp8 ? S + lo_off / kFp8Block : nullptr;
+  const uint8_t* s_hi = kFp8 ? s_lo + 8 * (K / kFp8Block) : nullptr;
   const uint4 zero = make_uint4(0, 0, 0, 0);
   for (int pass = 0; pass < count; pass += kGemvGroups * 8) {
     const bf16* xrow[kGemvGroups];
@@ -237,43 +254,88 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 #pragma unroll
     for (int q = 0; q < kGemvGroups; ++q) more[q] = pass + 8 * q < count;
     float acc[kGemvGroups][4] = {};
-    // 128 columns per iteration, register double-buffered: the next iteration's eight 16-byte weight loads
+    // kStep columns per iteration, register double-buffered: the next iteration's eight 16-byte weight loads
     // are in flight while this iteration's MMAs run.
     uint4 lo[4], hi[4];
-    auto load = [&](int k0, uint4(&l)[4], uint4(&h)[4]) {
+    uint32_t slo[4], shi[4];  // fp8: the chunks' block scales as bf16x2 powers of two
+    auto load = [&](int k0, uint4(&l)[4], uint4(&h)[4], uint32_t(&sl)[4], uint32_t(&sh)[4]) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const int col = k0 + 32 * j + 8 * t;
+        const int col = k0 + kChunk * j + kCols * t;
         l[j] = col < K ? ld_stream_16(w_lo + col) : zero;
         h[j] = col < K ? ld_stream_16(w_hi + col) : zero;
+        if constexpr (kFp8) {
+          sl[j] = col < K ? fp8_scale_bf16x2(__ldg(s_lo + col / kFp8Block)) : 0u;
+          sh[j] = col < K ? fp8_scale_bf16x2(__ldg(s_hi + col / kFp8Block)) : 0u;
+        }
       }
     };
-    load(0, lo, hi);
-    for (int k0 = 0; k0 < K; k0 += 128) {
+    // Eight columns (one uint4 of bf16 per row and per token) as two k16 MMA steps.
+    auto mma8 = [&](float(&a)[4], uint4 l, uint4 h, uint4 xv) {
+      const uint32_t a0[4] = {l.x, h.x, l.y, h.y}, a1[4] = {l.z, h.z, l.w, h.w};
+      const uint32_t b0[2] = {xv.x, xv.y}, b1[2] = {xv.z, xv.w};
+      mma_bf16_16816(a, a0, b0);
+      mma_bf16_16816(a, a1, b1);
+    };
+    const int k_begin = kSplit == 1 ? 0 : rows_ok ? slice * kStep : K;
+    if (k_begin < K) load(k_begin, lo, hi, slo, shi);
+    for (int k0 = k_begin; k0 < K; k0 += kSplit * kStep) {
       uint4 nlo[4], nhi[4];
-      if (k0 + 128 < K) load(k0 + 128, nlo, nhi);
-      uint4 xv[kGemvGroups][4];
+      uint32_t nslo[4], nshi[4];
+      if (k0 + kSplit * kStep < K) load(k0 + kSplit * kStep, nlo, nhi, nslo, nshi);
+      // The tokens' columns of this iteration, all loads issued before the first MMA (they come from L2).
+      constexpr int kHalves = kFp8 ? 2 : 1;
+      uint4 xv[kGemvGroups][4][kHalves];
 #pragma unroll
       for (int q = 0; q < kGemvGroups; ++q)
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          const int col = k0 + 32 * j + 8 * t;
-          xv[q][j] = (more[q] && xrow[q] != nullptr && col < K) ? ld_16(xrow[q] + col) : zero;
+          const int col = k0 + kChunk * j + kCols * t;
+          const bool ok = more[q] && xrow[q] != nullptr && col < K;
+#pragma unroll
+          for (int h = 0; h < kHalves; ++h) xv[q][j][h] = ok ? ld_16(xrow[q] + col + 8 * h) : zero;
         }
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const uint32_t a0[4] = {lo[j].x, hi[j].x, lo[j].y, hi[j].y},
-                       a1[4] = {lo[j].z, hi[j].z, lo[j].w, hi[j].w};
+        if constexpr (kFp8) {
+          uint4 l0, l1, h0, h1;
+          widen_e4m3x16(lo[j], slo[j], l0, l1);
+          widen_e4m3x16(hi[j], shi[j], h0, h1);
 #pragma unroll
-        for (int q = 0; q < kGemvGroups; ++q) {
-          if (!more[q]) continue;
-          const uint32_t b0[2] = {xv[q][j].x, xv[q][j].y}, b1[2] = {xv[q][j].z, xv[q][j].w};
-          mma_bf16_16816(acc[q], a0, b0);
-          mma_bf16_16816(acc[q], a1, b1);
+          for (int q = 0; q < kGemvGroups; ++q) {
+            if (!more[q]) continue;
+            mma8(acc[q], l0, h0, xv[q][j][0]);
+            mma8(acc[q], l1, h1, xv[q][j][kHalves - 1]);
+          }
+        } else {
+#pragma unroll
+          for (int q = 0; q < kGemvGroups; ++q) {
+            if (!more[q]) continue;
+            mma8(acc[q], lo[j], hi[j], xv[q][j][0]);
+          }
         }
       }
 #pragma unroll
-      for (int j = 0; j < 4; ++j) lo[j] = nlo[j], hi[j] = nhi[j];
+      for (int j = 0; j < 4; ++j) {
+        lo[j] = nlo[j], hi[j] = nhi[j];
+        if constexpr (kFp8) slo[j] = nslo[j], shi[j] = nshi[j];
+      }
+    }
+    if constexpr (kSplit > 1) {  // slices 1.. hand their sums to slice 0, which adds them in order
+      if (slice > 0)
+#pragma unroll
+        for (int q = 0; q < kGemvGroups; ++q)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) partial[warp][q][r][lane] = acc[q][r];
+      __syncthreads();
+      if (slice == 0)
+        for (int w = warp + 1; w < warp + kSplit; ++w)
+#pragma unroll
+          for (int q = 0; q < kGemvGroups; ++q)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) acc[q][r] += partial[w][q][r][lane];
+      __syncthreads();  // the buffer is refilled by the next pass
+      if (slice > 0 || !rows_ok) continue;
     }
 #pragma unroll
     for (int q = 0; q < kGemvGroups; ++q) {
@@ -402,32 +464,73 @@ void moe_route_group(const float* x, const float* router, const float* bias, int
       x, router, bias, T, H, E, k, shared, logits, ids, w, counts, offsets, rank, slot_token, active, ticket);
 }
 
-void grouped_gemv(const bf16* W, int64_t w_stride, int groups, int N, int K, const bf16* X, int ldx,
-                  const int32_t* slot_token, const int32_t* counts, const int32_t* offsets,
-                  const int32_t* active, int max_active, int max_count, bool swiglu, float alpha, float limit,
-                  void* Y, cudaStream_t s) {
+namespace {
+
+// Launches grouped_gemv_kernel for bf16 (S null) or fp8 weights.
+void launch_gemv(const void* W, const uint8_t* S, int64_t w_stride, int groups, int N, int K, const bf16* X,
+                 int ldx, const int32_t* slot_token, const int32_t* counts, const int32_t* offsets,
+                 const int32_t* active, int max_active, int max_count, bool swiglu, float alpha, float limit,
+                 void* Y, cudaStream_t s) {
   const int ys = active ? std::min(groups, max_active) : groups;
-  if (ys <= 0) return;
-  const dim3 grid((N + kGemvWarps * 16 - 1) / (kGemvWarps * 16), ys);
-  auto launch = [&](auto kernel) {
-    kernel<<<grid, kGemvWarps * 32, 0, s>>>(W, w_stride, N, K, X, ldx, slot_token, counts, offsets, active, Y,
-                                            alpha, limit);
+  if (ys <= 0 || max_count <= 0) return;
+  const int dense_count = counts ? 0 : max_count;
+  // Fewer than ~16 warps per SM of 16-row tiles (a dense layer, or a few experts): split K four ways.
+  const int64_t tiles = int64_t((N + 15) / 16) * ys;
+  const bool split = tiles < 16 * 132;
+  auto launch = [&](auto kernel, int k_split) {
+    const int rows = kGemvWarps / k_split * 16;
+    kernel<<<dim3((N + rows - 1) / rows, ys), kGemvWarps * 32, 0, s>>>(
+        W, S, w_stride, N, K, X, ldx, slot_token, counts, offsets, active, dense_count, Y, alpha, limit);
   };
-  // Tokens per pass: as few as cover the bound (registers, hence warps per SM, grow with them); beyond 64
-  // tokens an expert rarely holds more than 32 and extra passes re-read its weights.
-  auto pick = [&](auto swiglu_tag) {
-    constexpr bool kSwiglu = decltype(swiglu_tag)::value;
-    if (max_count <= 8)
-      launch(grouped_gemv_kernel<kSwiglu, 1>);
-    else if (max_count <= 64)
-      launch(grouped_gemv_kernel<kSwiglu, 2>);
+  // Tokens per pass: as few as cover the bound (registers, hence warps per SM, grow with them). Experts: beyond
+  // 64 tokens one rarely holds more than 32, and extra passes re-read its weights. A dense layer holds all T.
+  const int groups8 = counts ? (max_count <= 8 ? 1 : max_count <= 64 ? 2 : 4)
+                             : (max_count <= 8 ? 1 : max_count <= 16 ? 2 : 4);
+  auto pick = [&](auto swiglu_tag, auto fp8_tag) {
+    constexpr bool kSwiglu = decltype(swiglu_tag)::value, kFp8 = decltype(fp8_tag)::value;
+    if (split) {
+      if (groups8 == 1)
+        launch(grouped_gemv_kernel<kSwiglu, 1, kFp8, 4>, 4);
+      else if (groups8 == 2)
+        launch(grouped_gemv_kernel<kSwiglu, 2, kFp8, 4>, 4);
+      else
+        launch(grouped_gemv_kernel<kSwiglu, 4, kFp8, 4>, 4);
+    } else if (groups8 == 1) {
+      launch(grouped_gemv_kernel<kSwiglu, 1, kFp8, 1>, 1);
+    } else if (groups8 == 2) {
+      launch(grouped_gemv_kernel<kSwiglu, 2, kFp8, 1>, 1);
+    } else {
+      launch(grouped_gemv_kernel<kSwiglu, 4, kFp8, 1>, 1);
+    }
+  };
+  auto by_format = [&](auto swiglu_tag) {
+    if (S)
+      pick(swiglu_tag, std::true_type{});
     else
-      launch(grouped_gemv_kernel<kSwiglu, 4>);
+      pick(swiglu_tag, std::false_type{});
   };
   if (swiglu)
-    pick(std::true_type{});
+    by_format(std::true_type{});
   else
-    pick(std::false_type{});
+    by_format(std::false_type{});
+}
+
+}  // namespace
+
+void grouped_gemv(const bf16* W, Fp8Matrix W8, int64_t w_stride, int groups, int N, int K, const bf16* X,
+                  int ldx, const int32_t* slot_token, const int32_t* counts, const int32_t* offsets,
+                  const int32_t* active, int max_active, int max_count, bool swiglu, float alpha, float limit,
+                  void* Y, cudaStream_t s) {
+  if (W8.w && (K % kFp8Block != 0 || w_stride % kFp8Block != 0))
+    fail(ErrorKind::kInvalidArgument, "grouped_gemv: fp8 K and group stride must be multiples of 32");
+  launch_gemv(W8.w ? static_cast<const void*>(W8.w) : W, W8.w ? W8.s : nullptr, w_stride, groups, N, K, X, ldx,
+              slot_token, counts, offsets, active, max_active, max_count, swiglu, alpha, limit, Y, s);
+}
+
+void linear_gemv(const bf16* W, Fp8Matrix W8, int N, int K, const bf16* X, int T, float* Y, cudaStream_t s) {
+  if (W8.w && K % kFp8Block != 0) fail(ErrorKind::kInvalidArgument, "linear_gemv: fp8 K % 32 != 0");
+  launch_gemv(W8.w ? static_cast<const void*>(W8.w) : W, W8.w ? W8.s : nullptr, 0, 1, N, K, X, K, nullptr,
+              nullptr, nullptr, nullptr, 1, T, false, 0, 0, Y, s);
 }
 
 void swiglu_interleaved(const float* gate_up, int64_t rows, int I, float alpha, float limit, bf16* act,

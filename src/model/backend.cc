@@ -66,6 +66,10 @@ std::unique_ptr<ModelBackend> load_shard(const std::string& model_dir, const Bac
     fail(ErrorKind::kInvalidArgument,
          "--load-format '" + options.load_format + "' is not one of auto, safetensors, dummy");
   const bool dummy = options.load_format == "dummy";
+  if (!options.quantization.empty() && options.quantization != "fp8")
+    fail(ErrorKind::kInvalidArgument, "--quantization '" + options.quantization + "' is not one of fp8, mxfp8");
+  // FP8 asked of a bf16 checkpoint: quantised at load; an MXFP8 checkpoint already is.
+  const bool quantize = options.quantization == "fp8" && config.weight_quant == WeightQuant::kNone;
   if (dummy && options.device != "cuda")
     fail(ErrorKind::kInvalidArgument, "--load-format dummy (random weights) needs --device cuda");
   if (options.device == "cuda") {
@@ -79,6 +83,7 @@ std::unique_ptr<ModelBackend> load_shard(const std::string& model_dir, const Bac
     co.max_num_seqs = options.max_num_seqs;
     co.max_model_len = options.max_model_len;
     co.cuda_graphs = !options.enforce_eager;
+    co.quantization = quantize ? "fp8" : "";
     if (comm->size() > 1) {  // one GPU per rank: the rank's index among the ranks of its machine
       co.shard = shard;
       co.ranks = comm;
@@ -102,7 +107,7 @@ std::unique_ptr<ModelBackend> load_shard(const std::string& model_dir, const Bac
   if (options.num_kv_pages <= 0) fail(ErrorKind::kInvalidArgument, "the KV cache needs at least one page");
   if (options.device == "cpu") {
     Checkpoint ckpt(model_dir);
-    CpuWeights weights = load_cpu_weights(config, ckpt, shard);
+    CpuWeights weights = load_cpu_weights(config, ckpt, shard, quantize);
     return std::make_unique<CpuModel>(std::move(config), std::move(weights), options.num_kv_pages, shard,
                                       std::move(comm));
   }

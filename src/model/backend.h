@@ -39,6 +39,9 @@ struct BackendOptions {
   int64_t max_model_len = 0;            // cuda: 0 = the model's
   bool enforce_eager = false;           // cuda: no CUDA graphs
   std::string load_format = "auto";     // auto | safetensors | dummy (cuda: random weights, no checkpoint)
+  // Linear-layer weights: "" as the checkpoint stores them (an MXFP8 checkpoint stays FP8 on the GPU); "fp8":
+  // FP8 (MXFP8 blocks of 32) for a bf16 checkpoint too, quantised at load (loader/mxfp8.h).
+  std::string quantization;
   std::string script;                   // device "scripted": the response script (JSON)
   // The ranks the model is split over (tensor parallel; config/shard_layout.h). Null: one rank.
   std::shared_ptr<dist::Communicator> comm;

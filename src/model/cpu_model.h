@@ -36,8 +36,10 @@ struct CpuWeights {
 };
 
 // Reads the shard's part of every tensor of weight_layout(config) from the checkpoint as fp32 (dequantising
-// MXFP8).
-CpuWeights load_cpu_weights(const ModelConfig& config, const Checkpoint& ckpt, const ShardLayout& shard);
+// MXFP8). fp8: linear layers hold the values of their MXFP8 quantisation (loader/mxfp8.h), as the CUDA
+// backend's FP8 weights do (--quantization fp8 of a bf16 checkpoint).
+CpuWeights load_cpu_weights(const ModelConfig& config, const Checkpoint& ckpt, const ShardLayout& shard,
+                            bool fp8 = false);
 
 class CpuModel : public ModelBackend {
  public:

@@ -1,12 +1,13 @@
 // Filling CpuWeights from the checkpoint through the shared weight layout.
 #include "common/error.h"
 #include "common/log.h"
+#include "loader/mxfp8.h"
 #include "model/cpu_model.h"
 #include "model/weight_layout.h"
 
 namespace m3 {
 
-CpuWeights load_cpu_weights(const ModelConfig& c, const Checkpoint& ckpt, const ShardLayout& shard) {
+CpuWeights load_cpu_weights(const ModelConfig& c, const Checkpoint& ckpt, const ShardLayout& shard, bool fp8) {
   const std::vector<WeightSpec> specs = weight_layout(c);
   const std::vector<std::string> names = resolve_weight_names(ckpt, specs);
   CpuWeights w;
@@ -18,7 +19,17 @@ CpuWeights load_cpu_weights(const ModelConfig& c, const Checkpoint& ckpt, const 
   }
   for (size_t i = 0; i < specs.size(); ++i) {
     const WeightSpec& s = specs[i];
-    std::vector<float> data = ckpt.read_f32(names[i], s.shape, c.quant_block, shard_cut(s, c, shard));
+    const TensorCut cut = shard_cut(s, c, shard);
+    std::vector<float> data = ckpt.read_f32(names[i], s.shape, c.quant_block, cut);
+    if (fp8 && is_linear(s.role)) {  // linear weights are [out, in]
+      const int64_t cols = cut.dim == 1 ? cut.end - cut.begin : s.shape[1];
+      if (cols % kMxfp8Block != 0)
+        fail(ErrorKind::kUnsupported, "--quantization fp8: tensor '" + names[i] + "' has rows of " +
+                                          std::to_string(cols) + " inputs per rank, not whole blocks of 32");
+      for (size_t r = 0; r < data.size(); r += size_t(cols))
+        if (!round_trip_mxfp8_row(data.data() + r, cols))
+          fail(ErrorKind::kCorruptData, "tensor '" + names[i] + "' holds a value that is not finite");
+    }
     w.bytes += data.size() * sizeof(float);
     CpuLayerWeights* L = s.layer >= 0 ? &w.layers[s.layer] : nullptr;
     switch (s.role) {

@@ -11,14 +11,14 @@
 
 namespace m3 {
 
-void CudaModel::Impl::mlp(const bf16* x, int T, const bf16* w13, const bf16* w2, int inter, float* out,
+void CudaModel::Impl::mlp(const bf16* x, int T, const Weight& w13, const Weight& w2, int inter, float* out,
                           const char* tag) {
   const int H = c.hidden_size;
   float* gu = buf<float>(std::string(tag) + ".gu", size_t(T) * 2 * inter);
   bf16* act = buf<bf16>(std::string(tag) + ".act", size_t(T) * inter);
-  gemm(x, T, H, w13, 2 * inter, gu);
+  linear(x, T, H, w13, 2 * inter, gu);
   cuda::swiglu_interleaved(gu, T, inter, c.swiglu_alpha, c.swiglu_limit, act, stream);
-  gemm(act, T, inter, w2, H, out);
+  linear(act, T, inter, w2, H, out);
 }
 
 void CudaModel::Impl::moe(const Layer& L, const bf16* x, const float* x32, int T, float* out,
@@ -59,7 +59,7 @@ void CudaModel::Impl::moe(const Layer& L, const bf16* x, const float* x32, int T
   if (!shared_group) {
     float* s = buf<float>("moe.shared", size_t(T) * H);
     if (shared_fused)
-      mlp(x, T, L.exp_w13 + size_t(E) * 2 * I * H, L.exp_w2 + size_t(E) * H * I, I, s, "shared");
+      mlp(x, T, L.exp_w13.rows(size_t(E) * 2 * I, H), L.exp_w2.rows(size_t(E) * H, I), I, s, "shared");
     else
       mlp(x, T, L.sh_w13, L.sh_w2, shared_i, s, "shared");
     shared = s;
@@ -69,10 +69,10 @@ void CudaModel::Impl::moe(const Layer& L, const bf16* x, const float* x32, int T
     bf16* act = buf<bf16>("moe.act", size_t(slots) * I);
     float* y = buf<float>("moe.y", size_t(slots) * H);
     const int max_active = T * K + (shared_group ? 1 : 0);
-    cuda::grouped_gemv(L.exp_w13, int64_t(2) * I * H, G, 2 * I, H, x, H, slot_token, counts, offsets, active,
-                       max_active, T, true, c.swiglu_alpha, c.swiglu_limit, act, stream);
-    cuda::grouped_gemv(L.exp_w2, int64_t(H) * I, G, H, I, act, I, nullptr, counts, offsets, active,
-                       max_active, T, false, 0, 0, y, stream);
+    cuda::grouped_gemv(L.exp_w13.w, L.exp_w13.mx(), int64_t(2) * I * H, G, 2 * I, H, x, H, slot_token, counts,
+                       offsets, active, max_active, T, true, c.swiglu_alpha, c.swiglu_limit, act, stream);
+    cuda::grouped_gemv(L.exp_w2.w, L.exp_w2.mx(), int64_t(H) * I, G, H, I, act, I, nullptr, counts, offsets,
+                       active, max_active, T, false, 0, 0, y, stream);
     cuda::moe_combine(y, ids, w, rank, offsets, T, K, H, c.routed_scaling_factor, shared, E, out, stream);
     return;
   }
@@ -87,14 +87,16 @@ void CudaModel::Impl::moe(const Layer& L, const bf16* x, const float* x32, int T
   bf16* act = buf<bf16>("moe.act", slots * I);
   float* y = buf<float>("moe.y", slots * H);
   cuda::moe_gather(x, ids, rank, offsets, T, K, H, xs, stream);
-  for (int e = 0, off = 0; e < E; off += hc[e++])
-    if (hc[e] > 0)
-      gemm(xs + size_t(off) * H, hc[e], H, L.exp_w13 + size_t(e) * 2 * I * H, 2 * I,
-           gu + size_t(off) * 2 * I);
+  std::vector<LinearJob> up, down;
+  for (int e = 0, off = 0; e < E; off += hc[e++]) {
+    if (hc[e] == 0) continue;
+    up.push_back({xs + size_t(off) * H, hc[e], H, L.exp_w13.rows(size_t(e) * 2 * I, H), 2 * I,
+                  gu + size_t(off) * 2 * I});
+    down.push_back({act + size_t(off) * I, hc[e], I, L.exp_w2.rows(size_t(e) * H, I), H, y + size_t(off) * H});
+  }
+  linears(up);
   cuda::swiglu_interleaved(gu, int64_t(slots), I, c.swiglu_alpha, c.swiglu_limit, act, stream);
-  for (int e = 0, off = 0; e < E; off += hc[e++])
-    if (hc[e] > 0)
-      gemm(act + size_t(off) * I, hc[e], I, L.exp_w2 + size_t(e) * H * I, H, y + size_t(off) * H);
+  linears(down);
   cuda::moe_combine(y, ids, w, rank, offsets, T, K, H, c.routed_scaling_factor, shared, E, out, stream);
 }
 

@@ -34,19 +34,38 @@ namespace m3 {
 // read the expert loads back once (one sync per MoE layer) and run a cuBLAS GEMM per non-empty expert.
 constexpr int kGemvMaxTokens = 256;
 
+// Batches up to this many tokens run FP8 linear layers through the GEMV (weights read once per 32 tokens);
+// larger ones widen the weights to bf16 in a scratch buffer and run the bf16 GEMM.
+constexpr int kFp8GemvMaxTokens = 32;
+
+// A linear layer's weights [rows, K]: bf16, or MXFP8 (kernels/fp8.h: e4m3 bytes and one e8m0 scale per 32
+// inputs), as the checkpoint or --quantization fp8 gives them.
+struct Weight {
+  cuda::bf16* w = nullptr;
+  uint8_t *q = nullptr, *s = nullptr;
+  bool fp8() const { return q != nullptr; }
+  cuda::Fp8Matrix mx() const { return {q, s}; }
+  // Rows [row0, ...) of this matrix of K columns (one expert of a layer's slab).
+  Weight rows(size_t row0, int K) const {
+    Weight r;
+    if (w) r.w = w + row0 * size_t(K);
+    if (q) r.q = q + row0 * size_t(K), r.s = s + row0 * size_t(K) / cuda::kFp8Block;
+    return r;
+  }
+};
+
 struct CudaModel::Impl {
   using bf16 = cuda::bf16;
   struct Layer {
     bf16 *in_norm = nullptr, *post_norm = nullptr;
-    bf16* w_in = nullptr;  // fused input projections [n_in, H]: q | k | v | (MSA) index q | index k
+    Weight w_in;  // fused input projections [n_in, H]: q | k | v | (MSA) index q | index k
     int n_in = 0;
-    bf16* o = nullptr;
+    Weight o;
     bf16 *q_norm = nullptr, *k_norm = nullptr, *iq_norm = nullptr, *ik_norm = nullptr;
-    bf16 *mlp_w13 = nullptr, *mlp_w2 = nullptr;  // dense MLP: interleaved gate/up [2I, H], down [H, I]
+    Weight mlp_w13, mlp_w2;  // dense MLP: interleaved gate/up [2I, H], down [H, I]
     float *router = nullptr, *router_bias = nullptr;
-    bf16 *exp_w13 = nullptr,
-         *exp_w2 = nullptr;                    // [G, 2I, H], [G, H, I]; group E = the shared expert if fused
-    bf16 *sh_w13 = nullptr, *sh_w2 = nullptr;  // the shared expert when its width differs
+    Weight exp_w13, exp_w2;  // [G, 2I, H], [G, H, I]; group E = the shared expert if fused
+    Weight sh_w13, sh_w2;    // the shared expert when its width differs
     bf16 *k_cache = nullptr, *v_cache = nullptr, *idx_cache = nullptr;
   };
 
@@ -60,6 +79,9 @@ struct CudaModel::Impl {
   std::shared_ptr<dist::DeviceCommunicator> nccl;  // the device collectives; null with one rank
   size_t weight_bytes = 0;
   cudaStream_t stream = nullptr;
+  // FP8 prefill: a side stream widens the next GEMM's weights while the current one runs (linears()).
+  cudaStream_t side = nullptr;
+  cudaEvent_t side_start = nullptr, widened[2] = {}, consumed[2] = {};
   cublasHandle_t blas = nullptr;
   void* blas_workspace = nullptr;
   std::vector<void*> owned;     // weights
@@ -117,10 +139,23 @@ struct CudaModel::Impl {
 
   // C[T, N] (fp32) = A[T, K] (bf16) . W[N, K]^T (bf16), fp32 accumulation.
   void gemm(const bf16* A, int T, int K, const bf16* W, int N, float* C);
+  // The same for bf16 or FP8 weights: cuBLAS, or for FP8 the GEMV / widening + cuBLAS by batch size.
+  void linear(const bf16* A, int T, int K, const Weight& W, int N, float* C);
+  // A run of linear layers (one per expert): for FP8 weights at prefill sizes the widening of job i + 1 runs
+  // on the side stream during job i's GEMM, through two scratch slabs.
+  struct LinearJob {
+    const bf16* A;
+    int T, K;
+    Weight W;
+    int N;
+    float* C;
+  };
+  void linears(const std::vector<LinearJob>& jobs);
   void gemm_f32(const float* A, int T, int K, const float* W, int N, float* C);
 
   // cuda_weights.cc
   void load_weights(const Checkpoint* ckpt, uint64_t random_seed);
+  Weight own_weight(size_t rows, int K, bool fp8);
   void* scratch_alloc_tmp(size_t bytes);
   void scratch_free_tmp();
   size_t kv_bytes_per_page() const;
@@ -128,7 +163,7 @@ struct CudaModel::Impl {
   void free_kv();
 
   // cuda_ffn.cc: x bf16 [T, H] (x32: the same rows in fp32, for the router) -> out fp32 [T, H].
-  void mlp(const bf16* x, int T, const bf16* w13, const bf16* w2, int inter, float* out, const char* tag);
+  void mlp(const bf16* x, int T, const Weight& w13, const Weight& w2, int inter, float* out, const char* tag);
   void moe(const Layer& L, const bf16* x, const float* x32, int T, float* out,
            std::vector<std::vector<int32_t>>* trace);
 };

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -12,6 +13,7 @@
 
 #include "common/log.h"
 #include "loader/dtype.h"
+#include "loader/mxfp8.h"
 #include "model/cuda_model_impl.h"
 #include "model/random_model.h"
 #include "model/weight_layout.h"
@@ -21,28 +23,210 @@ namespace {
 
 using cuda::bf16;
 
-// Where a tensor goes: contiguous at dst, or (gate / up of an MLP) as the first / second half of each 16-row
+// Where a tensor's rows go: contiguous, or (gate / up of an MLP) as the first / second half of each 16-row
 // block of an interleaved gate/up matrix (kernels.h).
-struct Placement {
+enum class Interleave { kNone, kGateHalf, kUpHalf };
+struct Target {
   void* dst = nullptr;
-  enum Mode { kContiguous, kGateHalf, kUpHalf } mode = kContiguous;
   size_t row_bytes = 0;
-  size_t bytes = 0;
+};
+struct Placement {
+  Target data, scale;  // scale.dst set: MXFP8 (data e4m3 bytes, scale one e8m0 byte per 32 inputs)
+  Interleave mode = Interleave::kNone;
+  size_t rows = 0;
   bool fp32 = false;
+  bool fp8() const { return scale.dst != nullptr; }
+  size_t bytes() const { return rows * (data.row_bytes + scale.row_bytes); }
 };
 
-// Copies bytes [off, off + n) of a tensor to its placement; for interleaved halves off and n are whole
-// multiples of 8 rows.
-void copy_placed(const Placement& p, size_t off, const void* src, size_t n, cudaMemcpyKind kind,
-                 cudaStream_t s) {
-  if (p.mode == Placement::kContiguous) {
-    M3_CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(p.dst) + off, src, n, kind, s));
+// Copies `rows` rows starting at row0 of a tensor to its target; interleaved halves move in whole 8-row blocks.
+void copy_rows(const Target& t, Interleave mode, size_t row0, const void* src, size_t rows, cudaMemcpyKind kind,
+               cudaStream_t s) {
+  if (rows == 0) return;
+  uint8_t* base = static_cast<uint8_t*>(t.dst);
+  if (mode == Interleave::kNone) {
+    M3_CUDA_CHECK(cudaMemcpyAsync(base + row0 * t.row_bytes, src, rows * t.row_bytes, kind, s));
     return;
   }
-  const size_t block = 8 * p.row_bytes;
-  uint8_t* dst = static_cast<uint8_t*>(p.dst) +
-                 ((off / block) * 16 + (p.mode == Placement::kUpHalf ? 8 : 0)) * p.row_bytes;
-  M3_CUDA_CHECK(cudaMemcpy2DAsync(dst, 2 * block, src, block, block, n / block, kind, s));
+  const size_t block = 8 * t.row_bytes;
+  uint8_t* dst = base + ((row0 / 8) * 16 + (mode == Interleave::kUpHalf ? 8 : 0)) * t.row_bytes;
+  M3_CUDA_CHECK(cudaMemcpy2DAsync(dst, 2 * block, src, block, block, rows / 8, kind, s));
+}
+
+// The fused weight slabs of a layer a linear tensor feeds (kNotLinear: norms, router, embedding, LM head).
+enum Slab { kSlabIn, kSlabO, kSlabMlp13, kSlabMlp2, kSlabExp13, kSlabExp2, kSlabSh13, kSlabSh2, kSlabs, kNotLinear };
+Slab slab_of(WeightRole r, bool shared_fused) {
+  switch (r) {
+    case WeightRole::kQ:
+    case WeightRole::kK:
+    case WeightRole::kV:
+    case WeightRole::kIndexQ:
+    case WeightRole::kIndexK:
+      return kSlabIn;
+    case WeightRole::kO:
+      return kSlabO;
+    case WeightRole::kMlpGate:
+    case WeightRole::kMlpUp:
+      return kSlabMlp13;
+    case WeightRole::kMlpDown:
+      return kSlabMlp2;
+    case WeightRole::kExpertGate:
+    case WeightRole::kExpertUp:
+      return kSlabExp13;
+    case WeightRole::kExpertDown:
+      return kSlabExp2;
+    case WeightRole::kSharedGate:
+    case WeightRole::kSharedUp:
+      return shared_fused ? kSlabExp13 : kSlabSh13;
+    case WeightRole::kSharedDown:
+      return shared_fused ? kSlabExp2 : kSlabSh2;
+    default:
+      return kNotLinear;
+  }
+}
+
+// A tensor's bytes on the host, ready to stage: this rank's rows of the data (and, for FP8 targets, of the
+// scales), pointing into the mapped file when the stored form is the device form, else converted.
+struct HostRows {
+  const uint8_t* data = nullptr;
+  const uint8_t* scale = nullptr;
+  std::vector<uint8_t> data_buf, scale_buf;
+};
+
+// Rows [r0, r1) x bytes [c0, c1) of a row-major [rows, row_bytes] tensor, contiguous.
+const uint8_t* gather(const uint8_t* src, size_t row_bytes, const TensorCut& cut, size_t rows, size_t elem,
+                      size_t unit, std::vector<uint8_t>& buf) {
+  if (cut.dim != 1) return src + (cut.dim == 0 ? size_t(cut.begin) * row_bytes : 0);
+  const size_t c0 = size_t(cut.begin) / unit * elem, width = size_t(cut.end - cut.begin) / unit * elem;
+  buf.resize(rows * width);
+  for (size_t r = 0; r < rows; ++r) std::memcpy(buf.data() + r * width, src + r * row_bytes + c0, width);
+  return buf.data();
+}
+
+// This rank's rows of checkpoint tensor `name` in the form its placement takes: bf16 / fp32 as stored or
+// converted, MXFP8 as stored (with its scales) or quantised here (loader/mxfp8.h).
+HostRows host_rows(const ModelConfig& c, const Checkpoint& ckpt, const std::string& name, const WeightSpec& spec,
+                   const TensorCut& cut, const Placement& p) {
+  HostRows h;
+  const TensorRef& ref = ckpt.at(name);
+  const bool same_shape = ref.info->shape == spec.shape;
+  const size_t full_cols = size_t(spec.shape.back());
+  const DType want = p.fp32 ? DType::kF32 : DType::kBF16;
+  auto check_scales = [&](const uint8_t* sc) {
+    for (size_t k = 0; k < p.rows * p.scale.row_bytes; ++k)
+      if (sc[k] > cuda::kMaxFp8Scale)
+        fail(ErrorKind::kUnsupported, "tensor '" + name + "': an MXFP8 block scale of 2^" +
+                                          std::to_string(int(sc[k]) - 127) + " (weights above " +
+                                          std::to_string(448 << (cuda::kMaxFp8Scale - 127)) +
+                                          ") is beyond what the FP8 kernels take");
+  };
+  if (p.fp8() && ref.info->dtype == DType::kF8E4M3 && same_shape) {  // MXFP8 kept as stored
+    const std::string scale_name = name + "_scale_inv";
+    const std::vector<int64_t> scale_shape{spec.shape[0], spec.shape[1] / cuda::kFp8Block};
+    const TensorRef* sref = ckpt.has(scale_name) ? &ckpt.at(scale_name) : nullptr;
+    if (!sref || sref->info->dtype != DType::kU8 || sref->info->shape != scale_shape)
+      fail(ErrorKind::kCorruptData, "tensor '" + name + "' is fp8-e4m3 but has no U8 companion '" + scale_name +
+                                        "' of shape " + shape_string(scale_shape));
+    h.data = gather(ref.file->tensor_data(*ref.info), full_cols, cut, p.rows, 1, 1, h.data_buf);
+    h.scale = gather(sref->file->tensor_data(*sref->info), full_cols / cuda::kFp8Block, cut, p.rows, 1,
+                     cuda::kFp8Block, h.scale_buf);
+    check_scales(h.scale);
+    return h;
+  }
+  if (!p.fp8() && ref.info->dtype == want && same_shape) {  // bf16 / fp32 as stored
+    const size_t esize = p.fp32 ? 4 : 2;
+    h.data = gather(ref.file->tensor_data(*ref.info), full_cols * esize, cut, p.rows, esize, 1, h.data_buf);
+    return h;
+  }
+  const std::vector<float> f = ckpt.read_f32(name, spec.shape, c.quant_block, cut);  // checks the shape
+  const size_t cols = f.size() / p.rows;
+  if (p.fp32) {
+    h.data_buf.resize(f.size() * 4);
+    std::memcpy(h.data_buf.data(), f.data(), h.data_buf.size());
+  } else if (p.fp8()) {  // --quantization fp8
+    h.data_buf.resize(f.size());
+    h.scale_buf.resize(f.size() / cuda::kFp8Block);
+    for (size_t r = 0; r < p.rows; ++r)
+      if (!quantize_mxfp8_row(f.data() + r * cols, int64_t(cols), h.data_buf.data() + r * cols,
+                              h.scale_buf.data() + r * (cols / cuda::kFp8Block)))
+        fail(ErrorKind::kCorruptData, "tensor '" + name + "' holds a value that is not finite");
+    check_scales(h.scale_buf.data());
+  } else {
+    h.data_buf.resize(f.size() * 2);
+    for (size_t k = 0; k < f.size(); ++k)
+      reinterpret_cast<uint16_t*>(h.data_buf.data())[k] = f32_to_bf16(f[k]);
+  }
+  h.data = h.data_buf.data();
+  h.scale = h.scale_buf.empty() ? nullptr : h.scale_buf.data();
+  return h;
+}
+
+// Fills the placements from the memory-mapped shards on parallel workers, each with a pinned staging buffer
+// and its own stream, with a progress bar on a terminal.
+void upload_weights(const ModelConfig& c, const Checkpoint& ckpt, const std::vector<WeightSpec>& specs,
+                    const std::vector<std::string>& names, const std::vector<TensorCut>& cuts,
+                    const std::vector<Placement>& place, uint64_t total,
+                    std::chrono::steady_clock::time_point t0) {
+  std::atomic<size_t> next{0};
+  std::atomic<uint64_t> done{0};
+  std::exception_ptr error;
+  std::mutex error_mu;
+  auto worker = [&] {
+    constexpr size_t kStage = 64u << 20;
+    void* stage = nullptr;
+    cudaStream_t st = nullptr;
+    try {
+      M3_CUDA_CHECK(cudaMallocHost(&stage, kStage));
+      M3_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+      uint8_t* staged = static_cast<uint8_t*>(stage);
+      for (size_t i; (i = next++) < specs.size();) {
+        const Placement& p = place[i];
+        const HostRows h = host_rows(c, ckpt, names[i], specs[i], cuts[i], p);
+        const size_t per_row = p.data.row_bytes + p.scale.row_bytes;
+        const size_t unit = p.mode == Interleave::kNone ? 1 : 8;
+        const size_t chunk = std::max(unit, kStage / per_row / unit * unit);
+        if (chunk * per_row > kStage)
+          fail(ErrorKind::kUnsupported, names[i] + ": rows too wide for the staging buffer");
+        for (size_t r0 = 0; r0 < p.rows; r0 += chunk) {
+          const size_t n = std::min(chunk, p.rows - r0);
+          std::memcpy(staged, h.data + r0 * p.data.row_bytes, n * p.data.row_bytes);
+          copy_rows(p.data, p.mode, r0, staged, n, cudaMemcpyHostToDevice, st);
+          if (p.fp8()) {
+            uint8_t* sc = staged + n * p.data.row_bytes;
+            std::memcpy(sc, h.scale + r0 * p.scale.row_bytes, n * p.scale.row_bytes);
+            copy_rows(p.scale, p.mode, r0, sc, n, cudaMemcpyHostToDevice, st);
+          }
+          M3_CUDA_CHECK(cudaStreamSynchronize(st));
+          done += n * per_row;
+        }
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mu);
+      if (!error) error = std::current_exception();
+      next = specs.size();
+    }
+    if (st) cudaStreamDestroy(st);
+    if (stage) cudaFreeHost(stage);
+  };
+  const unsigned workers = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (unsigned w = 0; w < workers; ++w) pool.emplace_back(worker);
+  const bool tty = isatty(2);
+  auto last_print = t0;
+  while (done.load() < total && !error) {  // progress bar on a terminal, redrawn every 200 ms
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const auto now = std::chrono::steady_clock::now();
+    if (!tty || now - last_print < std::chrono::milliseconds(200)) continue;
+    last_print = now;
+    const double secs = std::chrono::duration<double>(now - t0).count();
+    const double frac = double(done.load()) / double(std::max<uint64_t>(total, 1));
+    std::fprintf(stderr, "\rloading weights [%-30s] %3.0f%% %.1f/%.1f GB %.2f GB/s",
+                 std::string(size_t(frac * 30), '#').c_str(), frac * 100, done.load() / 1e9, total / 1e9,
+                 done.load() / 1e9 / std::max(secs, 1e-9));
+  }
+  for (auto& t : pool) t.join();
+  if (tty) std::fprintf(stderr, "\n");
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace
@@ -54,6 +238,49 @@ CudaModel::Impl::~Impl() {
   if (blas_workspace) cudaFree(blas_workspace);
   if (blas) cublasDestroy(blas);
   if (stream) cudaStreamDestroy(stream);
+  if (side) cudaStreamDestroy(side);
+  for (cudaEvent_t e : {side_start, widened[0], widened[1], consumed[0], consumed[1]})
+    if (e) cudaEventDestroy(e);
+}
+
+Weight CudaModel::Impl::own_weight(size_t rows, int K, bool fp8) {
+  Weight w;
+  if (!fp8) {
+    w.w = own<bf16>(rows * size_t(K));
+    return w;
+  }
+  w.q = own<uint8_t>(rows * size_t(K));
+  w.s = own<uint8_t>(rows * size_t(K) / cuda::kFp8Block);
+  return w;
+}
+
+// Synthetic weights (--load-format dummy): model/random_model.h's values generated on the device as bf16 and
+// placed, FP8 targets quantised on the device (what a bf16 checkpoint with --quantization fp8 gives).
+static void generate_weights(CudaModel::Impl& m, const std::vector<WeightSpec>& specs,
+                             const std::vector<Placement>& place, uint64_t random_seed) {
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const Placement& p = place[i];
+    const uint64_t key = random_weight_key(random_seed, specs[i]);
+    const float scale = random_weight_scale(specs[i]);
+    const size_t cols = p.data.row_bytes / (p.fp8() ? 1 : p.fp32 ? 4 : 2), n = p.rows * cols;
+    if (!p.fp8() && p.mode == Interleave::kNone) {  // generated in place
+      cuda::fill_random(p.data.dst, p.fp32, int64_t(n), key, scale, m.stream);
+      continue;
+    }
+    uint8_t* tmp = static_cast<uint8_t*>(m.scratch_alloc_tmp(n * 2 + (p.fp8() ? n + n / cuda::kFp8Block : 0)));
+    cuda::fill_random(tmp, false, int64_t(n), key, scale, m.stream);
+    if (p.fp8()) {
+      uint8_t *q = tmp + n * 2, *sc = q + n;
+      cuda::quantize_mxfp8(reinterpret_cast<const bf16*>(tmp), int64_t(p.rows), int(cols), q, sc, m.stream);
+      copy_rows(p.data, p.mode, 0, q, p.rows, cudaMemcpyDeviceToDevice, m.stream);
+      copy_rows(p.scale, p.mode, 0, sc, p.rows, cudaMemcpyDeviceToDevice, m.stream);
+    } else {
+      copy_rows(p.data, p.mode, 0, tmp, p.rows, cudaMemcpyDeviceToDevice, m.stream);
+    }
+    M3_CUDA_CHECK(cudaStreamSynchronize(m.stream));  // the temporary may move for the next tensor
+  }
+  M3_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  m.scratch_free_tmp();
 }
 
 void CudaModel::Impl::load_weights(const Checkpoint* ckpt, uint64_t random_seed) {
@@ -69,22 +296,50 @@ void CudaModel::Impl::load_weights(const Checkpoint* ckpt, uint64_t random_seed)
   for (size_t i = 0; i < specs.size(); ++i) cuts[i] = shard_cut(specs[i], c, shard);
   shared_fused = shared_i == I;
   layers.resize(c.num_layers);
+
+  // FP8 slabs: all of them with --quantization fp8 (quantised here), else those whose every tensor the
+  // checkpoint stores as MXFP8 with 32-input blocks (kept as stored); the rest are bf16 (MXFP8 parts
+  // dequantised, exactly).
+  const bool online = opt.quantization == "fp8";
+  std::vector<std::array<bool, kSlabs>> fp8(c.num_layers);
+  for (auto& f : fp8) f.fill(online || (ckpt && c.weight_quant == WeightQuant::kMxfp8 && c.quant_block == 32));
+  if (ckpt && !online)
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const Slab sl = slab_of(specs[i].role, shared_fused);
+      if (sl != kNotLinear && ckpt->at(names[i]).info->dtype != DType::kF8E4M3) fp8[specs[i].layer][sl] = false;
+    }
+  const int slab_k[kSlabs] = {H, Hq * D, H, dense_i, H, I, H, shared_i};
+  int fp8_slabs = 0, slabs = 0;
+  for (int l = 0; l < c.num_layers; ++l)
+    for (int sl = 0; sl < kSlabs; ++sl) {
+      if (!fp8[l][sl]) continue;
+      if (slab_k[sl] % cuda::kFp8Block != 0)
+        fail(ErrorKind::kUnsupported, "FP8 weights need every linear layer's input width (per rank) to be a "
+                                      "multiple of 32; layer " + std::to_string(l) + " has " +
+                                      std::to_string(slab_k[sl]));
+    }
+
   for (int l = 0; l < c.num_layers; ++l) {  // the fused allocations
     Layer& L = layers[l];
     L.n_in = (Hq + 2 * Hkv) * D + (c.sparse_attention[l] ? Hi * Di + Di : 0);
     max_n_in = std::max(max_n_in, L.n_in);
-    L.w_in = own<bf16>(size_t(L.n_in) * H);
+    L.w_in = own_weight(L.n_in, H, fp8[l][kSlabIn]);
+    L.o = own_weight(H, Hq * D, fp8[l][kSlabO]);
+    slabs += 2, fp8_slabs += fp8[l][kSlabIn] + fp8[l][kSlabO];
     if (c.moe[l]) {
       const int G = E + (shared_fused ? 1 : 0);
-      L.exp_w13 = own<bf16>(size_t(G) * 2 * I * H);
-      L.exp_w2 = own<bf16>(size_t(G) * H * I);
+      L.exp_w13 = own_weight(size_t(G) * 2 * I, H, fp8[l][kSlabExp13]);
+      L.exp_w2 = own_weight(size_t(G) * H, I, fp8[l][kSlabExp2]);
+      slabs += 2, fp8_slabs += fp8[l][kSlabExp13] + fp8[l][kSlabExp2];
       if (!shared_fused) {
-        L.sh_w13 = own<bf16>(size_t(2) * shared_i * H);
-        L.sh_w2 = own<bf16>(size_t(H) * shared_i);
+        L.sh_w13 = own_weight(size_t(2) * shared_i, H, fp8[l][kSlabSh13]);
+        L.sh_w2 = own_weight(H, shared_i, fp8[l][kSlabSh2]);
+        slabs += 2, fp8_slabs += fp8[l][kSlabSh13] + fp8[l][kSlabSh2];
       }
     } else {
-      L.mlp_w13 = own<bf16>(size_t(2) * dense_i * H);
-      L.mlp_w2 = own<bf16>(size_t(H) * dense_i);
+      L.mlp_w13 = own_weight(size_t(2) * dense_i, H, fp8[l][kSlabMlp13]);
+      L.mlp_w2 = own_weight(H, dense_i, fp8[l][kSlabMlp2]);
+      slabs += 2, fp8_slabs += fp8[l][kSlabMlp13] + fp8[l][kSlabMlp2];
     }
   }
   // Pass 1: a placement for every tensor.
@@ -94,211 +349,120 @@ void CudaModel::Impl::load_weights(const Checkpoint* ckpt, uint64_t random_seed)
     const WeightSpec& s = specs[i];
     std::vector<int64_t> shape = s.shape;  // this rank's part
     if (cuts[i].dim >= 0) shape[cuts[i].dim] = cuts[i].end - cuts[i].begin;
-    size_t numel = 1;
-    for (int64_t d : shape) numel *= size_t(d);
+    const size_t cols = size_t(shape.back()), rows = shape.size() == 2 ? size_t(shape[0]) : 1;
     Placement& p = place[i];
+    p.rows = rows;
     p.fp32 = s.role == WeightRole::kRouter || s.role == WeightRole::kRouterBias;
-    p.bytes = numel * (p.fp32 ? 4 : 2);
-    p.row_bytes = size_t(shape.back()) * 2;
-    total += p.bytes;
+    p.data.row_bytes = cols * (p.fp32 ? 4 : 2);
     Layer* L = s.layer >= 0 ? &layers[s.layer] : nullptr;
-    const size_t row_h = size_t(H);  // elements per row of an input projection
-    auto fused_in = [&](size_t first_row) { return L->w_in + first_row * row_h; };
-    auto half = [&](bf16* w13, Placement::Mode m) {
-      p.dst = w13;
-      p.mode = m;
+    // Rows [row0, ...) of a slab (K columns), and where that slab's tensor lands.
+    auto at = [&](const Weight& w, size_t row0, Interleave mode = Interleave::kNone) {
+      const Weight r = w.rows(row0, int(cols));
+      p.mode = mode;
+      if (!r.fp8()) {
+        p.data.dst = r.w;
+        return;
+      }
+      p.data = {r.q, cols};
+      p.scale = {r.s, cols / cuda::kFp8Block};
     };
-    const int G13 = 2 * I * H, G2 = H * I;
+    auto bf16_tensor = [&](bf16*& field) { p.data.dst = field = own<bf16>(rows * cols); };
+    const size_t G13 = size_t(2) * I, G2 = size_t(H);  // rows per expert of the slabs
     switch (s.role) {
       case WeightRole::kRouter:
-        p.dst = L->router = own<float>(numel);
+        p.data.dst = L->router = own<float>(rows * cols);
         break;
       case WeightRole::kRouterBias:
-        p.dst = L->router_bias = own<float>(numel);
+        p.data.dst = L->router_bias = own<float>(rows * cols);
         break;
       case WeightRole::kEmbed:  // vocabulary rows, zero-padded to an equal count on every rank
-        p.dst = embed = own<bf16>(size_t(vocab_rows) * H);
+        p.data.dst = embed = own<bf16>(size_t(vocab_rows) * H);
         M3_CUDA_CHECK(cudaMemsetAsync(embed, 0, size_t(vocab_rows) * H * 2, stream));
         break;
       case WeightRole::kLmHead:
-        p.dst = lm_head = own<bf16>(size_t(vocab_rows) * H);
+        p.data.dst = lm_head = own<bf16>(size_t(vocab_rows) * H);
         M3_CUDA_CHECK(cudaMemsetAsync(lm_head, 0, size_t(vocab_rows) * H * 2, stream));
         break;
       case WeightRole::kFinalNorm:
-        p.dst = final_norm = own<bf16>(numel);
+        bf16_tensor(final_norm);
         break;
       case WeightRole::kInputNorm:
-        p.dst = L->in_norm = own<bf16>(numel);
+        bf16_tensor(L->in_norm);
         break;
       case WeightRole::kPostNorm:
-        p.dst = L->post_norm = own<bf16>(numel);
-        break;
-      case WeightRole::kO:
-        p.dst = L->o = own<bf16>(numel);
+        bf16_tensor(L->post_norm);
         break;
       case WeightRole::kQNorm:
-        p.dst = L->q_norm = own<bf16>(numel);
+        bf16_tensor(L->q_norm);
         break;
       case WeightRole::kKNorm:
-        p.dst = L->k_norm = own<bf16>(numel);
+        bf16_tensor(L->k_norm);
         break;
       case WeightRole::kIndexQNorm:
-        p.dst = L->iq_norm = own<bf16>(numel);
+        bf16_tensor(L->iq_norm);
         break;
       case WeightRole::kIndexKNorm:
-        p.dst = L->ik_norm = own<bf16>(numel);
+        bf16_tensor(L->ik_norm);
+        break;
+      case WeightRole::kO:
+        at(L->o, 0);
         break;
       case WeightRole::kQ:
-        p.dst = fused_in(0);
+        at(L->w_in, 0);
         break;
       case WeightRole::kK:
-        p.dst = fused_in(size_t(Hq) * D);
+        at(L->w_in, size_t(Hq) * D);
         break;
       case WeightRole::kV:
-        p.dst = fused_in(size_t(Hq + Hkv) * D);
+        at(L->w_in, size_t(Hq + Hkv) * D);
         break;
       case WeightRole::kIndexQ:
-        p.dst = fused_in(size_t(Hq + 2 * Hkv) * D);
+        at(L->w_in, size_t(Hq + 2 * Hkv) * D);
         break;
       case WeightRole::kIndexK:
-        p.dst = fused_in(size_t(Hq + 2 * Hkv) * D + size_t(Hi) * Di);
+        at(L->w_in, size_t(Hq + 2 * Hkv) * D + size_t(Hi) * Di);
         break;
       case WeightRole::kMlpGate:
-        half(L->mlp_w13, Placement::kGateHalf);
+        at(L->mlp_w13, 0, Interleave::kGateHalf);
         break;
       case WeightRole::kMlpUp:
-        half(L->mlp_w13, Placement::kUpHalf);
+        at(L->mlp_w13, 0, Interleave::kUpHalf);
         break;
       case WeightRole::kMlpDown:
-        p.dst = L->mlp_w2;
+        at(L->mlp_w2, 0);
         break;
       case WeightRole::kExpertGate:
-        half(L->exp_w13 + size_t(s.expert) * G13, Placement::kGateHalf);
+        at(L->exp_w13, s.expert * G13, Interleave::kGateHalf);
         break;
       case WeightRole::kExpertUp:
-        half(L->exp_w13 + size_t(s.expert) * G13, Placement::kUpHalf);
+        at(L->exp_w13, s.expert * G13, Interleave::kUpHalf);
         break;
       case WeightRole::kExpertDown:
-        p.dst = L->exp_w2 + size_t(s.expert) * G2;
+        at(L->exp_w2, s.expert * G2);
         break;
       case WeightRole::kSharedGate:
-        half(shared_fused ? L->exp_w13 + size_t(E) * G13 : L->sh_w13, Placement::kGateHalf);
+        at(shared_fused ? L->exp_w13 : L->sh_w13, shared_fused ? E * G13 : 0, Interleave::kGateHalf);
         break;
       case WeightRole::kSharedUp:
-        half(shared_fused ? L->exp_w13 + size_t(E) * G13 : L->sh_w13, Placement::kUpHalf);
+        at(shared_fused ? L->exp_w13 : L->sh_w13, shared_fused ? E * G13 : 0, Interleave::kUpHalf);
         break;
       case WeightRole::kSharedDown:
-        p.dst = shared_fused ? L->exp_w2 + size_t(E) * G2 : L->sh_w2;
+        at(shared_fused ? L->exp_w2 : L->sh_w2, shared_fused ? E * G2 : 0);
         break;
     }
+    total += p.bytes();
   }
-
-  if (!ckpt) {  // synthetic weights: generated in place (interleaved halves through one temporary)
-    for (size_t i = 0; i < specs.size(); ++i) {
-      const Placement& p = place[i];
-      const int64_t n = int64_t(p.bytes / (p.fp32 ? 4 : 2));
-      const uint64_t key = random_weight_key(random_seed, specs[i]);
-      const float scale = random_weight_scale(specs[i]);
-      if (p.mode == Placement::kContiguous) {
-        cuda::fill_random(p.dst, p.fp32, n, key, scale, stream);
-        continue;
-      }
-      bf16* tmp = static_cast<bf16*>(scratch_alloc_tmp(p.bytes));  // grows to the widest half
-      cuda::fill_random(tmp, false, n, key, scale, stream);
-      copy_placed(p, 0, tmp, p.bytes, cudaMemcpyDeviceToDevice, stream);
-      M3_CUDA_CHECK(cudaStreamSynchronize(stream));
-    }
-    M3_CUDA_CHECK(cudaStreamSynchronize(stream));
-    scratch_free_tmp();
-  } else {
-    // Pass 2: fill from the mmapped shards on parallel workers, each with a pinned staging buffer and its
-    // own stream. bf16 (and fp32 router) tensors are copied as stored; other dtypes (fp8 + scales, fp16,
-    // fp32) are converted on the host first.
-    std::atomic<size_t> next{0};
-    std::atomic<uint64_t> done{0};
-    std::exception_ptr error;
-    std::mutex error_mu;
-    auto worker = [&] {
-      constexpr size_t kStage = 64u << 20;
-      void* stage = nullptr;
-      cudaStream_t st = nullptr;
-      try {
-        M3_CUDA_CHECK(cudaMallocHost(&stage, kStage));
-        M3_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-        for (size_t i; (i = next++) < specs.size();) {
-          const Placement& p = place[i];
-          const TensorRef& ref = ckpt->at(names[i]);
-          const DType want = p.fp32 ? DType::kF32 : DType::kBF16;
-          const TensorCut& cut = cuts[i];
-          std::vector<uint8_t> converted;
-          const uint8_t* src = ref.file->tensor_data(*ref.info);
-          const bool as_stored = ref.info->dtype == want && ref.info->shape == specs[i].shape;
-          if (as_stored && cut.dim == 0) {  // a range of whole rows: a pointer into the mapped file
-            src += size_t(cut.begin) * (p.bytes / size_t(cut.end - cut.begin));
-          } else if (as_stored && cut.dim == 1) {  // a range of columns: gathered row by row
-            const size_t esize = p.fp32 ? 4 : 2, cols = size_t(specs[i].shape[1]),
-                         width = cut.end - cut.begin;
-            converted.resize(p.bytes);
-            for (size_t r = 0; r < p.bytes / (width * esize); ++r)
-              std::memcpy(converted.data() + r * width * esize, src + (r * cols + cut.begin) * esize,
-                          width * esize);
-            src = converted.data();
-          } else if (!as_stored) {
-            const std::vector<float> f =
-                ckpt->read_f32(names[i], specs[i].shape, c.quant_block, cut);  // checks shape
-            converted.resize(p.bytes);
-            if (p.fp32)
-              std::memcpy(converted.data(), f.data(), p.bytes);
-            else
-              for (size_t k = 0; k < f.size(); ++k)
-                reinterpret_cast<uint16_t*>(converted.data())[k] = f32_to_bf16(f[k]);
-            src = converted.data();
-          }
-          const size_t unit = p.mode == Placement::kContiguous ? 1 : 8 * p.row_bytes;
-          const size_t chunk = std::max(unit, kStage / unit * unit);
-          if (chunk > kStage)
-            fail(ErrorKind::kUnsupported, names[i] + ": rows too wide for the staging buffer");
-          for (size_t off = 0; off < p.bytes; off += chunk) {
-            const size_t n = std::min(chunk, p.bytes - off);
-            std::memcpy(stage, src + off, n);
-            copy_placed(p, off, stage, n, cudaMemcpyHostToDevice, st);
-            M3_CUDA_CHECK(cudaStreamSynchronize(st));
-            done += n;
-          }
-        }
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mu);
-        if (!error) error = std::current_exception();
-        next = specs.size();
-      }
-      if (st) cudaStreamDestroy(st);
-      if (stage) cudaFreeHost(stage);
-    };
-    const unsigned workers = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
-    std::vector<std::thread> pool;
-    for (unsigned w = 0; w < workers; ++w) pool.emplace_back(worker);
-    const bool tty = isatty(2);
-    auto last_print = t0;
-    while (done.load() < total && !error) {  // progress bar on a terminal, redrawn every 200 ms
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      const auto now = std::chrono::steady_clock::now();
-      if (!tty || now - last_print < std::chrono::milliseconds(200)) continue;
-      last_print = now;
-      const double secs = std::chrono::duration<double>(now - t0).count();
-      const double frac = double(done.load()) / double(std::max<uint64_t>(total, 1));
-      std::fprintf(stderr, "\rloading weights [%-30s] %3.0f%% %.1f/%.1f GB %.2f GB/s",
-                   std::string(size_t(frac * 30), '#').c_str(), frac * 100, done.load() / 1e9, total / 1e9,
-                   done.load() / 1e9 / std::max(secs, 1e-9));
-    }
-    for (auto& t : pool) t.join();
-    if (tty) std::fprintf(stderr, "\n");
-    if (error) std::rethrow_exception(error);
-  }
+  if (ckpt)
+    upload_weights(c, *ckpt, specs, names, cuts, place, total, t0);
+  else
+    generate_weights(*this, specs, place, random_seed);
   if (c.tie_word_embeddings) lm_head = embed;
   weight_bytes = total;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log_info("cuda: ", ckpt ? "loaded " : "generated ", specs.size(), " tensors, ", total / 1e9, " GB in ",
-           secs, " s (", total / 1e9 / secs, " GB/s)");
+           secs, " s (", total / 1e9 / secs, " GB/s); linear weights ",
+           fp8_slabs == 0 ? "bf16" : fp8_slabs == slabs ? "fp8 (MXFP8)" : "fp8 (MXFP8) and bf16",
+           online && ckpt ? ", quantised at load" : "");
 }
 
 void* CudaModel::Impl::scratch_alloc_tmp(size_t bytes) {

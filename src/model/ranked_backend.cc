@@ -20,7 +20,8 @@ std::string encode_options(const BackendOptions& o) {
                         {"max_num_seqs", o.max_num_seqs},
                         {"max_model_len", o.max_model_len},
                         {"enforce_eager", o.enforce_eager},
-                        {"load_format", o.load_format}}
+                        {"load_format", o.load_format},
+                        {"quantization", o.quantization}}
       .dump();
 }
 
@@ -35,6 +36,7 @@ BackendOptions decode_options(const std::string& bytes, std::shared_ptr<dist::Co
   o.max_model_len = j.at("max_model_len");
   o.enforce_eager = j.at("enforce_eager");
   o.load_format = j.at("load_format");
+  o.quantization = j.at("quantization");
   o.comm = std::move(comm);
   return o;
 }

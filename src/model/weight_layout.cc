@@ -60,6 +60,29 @@ std::vector<WeightSpec> weight_layout(const ModelConfig& c) {
   return s;
 }
 
+bool is_linear(WeightRole role) {
+  switch (role) {
+    case WeightRole::kQ:
+    case WeightRole::kK:
+    case WeightRole::kV:
+    case WeightRole::kO:
+    case WeightRole::kIndexQ:
+    case WeightRole::kIndexK:
+    case WeightRole::kMlpGate:
+    case WeightRole::kMlpUp:
+    case WeightRole::kMlpDown:
+    case WeightRole::kExpertGate:
+    case WeightRole::kExpertUp:
+    case WeightRole::kExpertDown:
+    case WeightRole::kSharedGate:
+    case WeightRole::kSharedUp:
+    case WeightRole::kSharedDown:
+      return true;
+    default:
+      return false;
+  }
+}
+
 TensorCut shard_cut(const WeightSpec& spec, const ModelConfig& c, const ShardLayout& shard) {
   if (shard.tp_size == 1) return {};
   const int64_t D = c.head_dim, Di = c.msa.index_head_dim;

@@ -53,6 +53,10 @@ struct WeightSpec {
 
 std::vector<WeightSpec> weight_layout(const ModelConfig& config);
 
+// The projections of a linear layer (attention, index, MLP, expert and shared-expert weights): what an MXFP8
+// checkpoint stores in FP8 and --quantization fp8 quantises. Not: embedding, LM head, norms, router.
+bool is_linear(WeightRole role);
+
 // The part of `spec` the rank of `shard` holds: column-parallel projections (q, k, v, index q, gate / up)
 // keep their rows, row-parallel ones (o, down) their columns, the embedding and LM head their vocabulary
 // rows; norms, the router and the index key projection are whole on every rank.

@@ -19,10 +19,12 @@ constexpr double kLogitTol = 4e-2;
 constexpr double kHiddenTol = 3e-2;   // relative, per-layer hidden states
 constexpr float kClearMargin = 0.5f;  // greedy ids must agree where the reference's top-2 gap is this clear
 
-std::unique_ptr<ModelBackend> load_cuda(const std::string& name, int pages = 512) {
+std::unique_ptr<ModelBackend> load_cuda(const std::string& name, int pages = 512,
+                                        const std::string& quantization = "") {
   BackendOptions o;
   o.device = "cuda";
   o.num_kv_pages = pages;
+  o.quantization = quantization;
   return load_backend(fixture_model_dir(name), o);
 }
 
@@ -167,12 +169,13 @@ std::vector<int32_t> random_prompt(int n, int vocab, uint32_t seed) {
   return p;
 }
 
-// Ragged batch, chunked prefill across page boundaries, then decode: CUDA vs CPU on identical inputs.
-TEST(CudaVsCpu, RaggedChunkedBatch) {
-  M3_REQUIRE_GPU();
-  for (const char* name : {"m3-tiny-msa", "m3-tiny-hf-sharded"}) {
-    auto gpu = load_cuda(name);
-    auto cpu = load_fixture(name, 512);
+// Ragged batch, chunked prefill across page boundaries, then decode: CUDA vs CPU on identical inputs (with
+// quantization "fp8": both hold the same FP8 weights; the CUDA backend runs its FP8 GEMVs for the decode steps
+// and its FP8 GEMM for the chunks).
+void ragged_chunked_vs_cpu(const std::vector<const char*>& names, const std::string& quantization) {
+  for (const char* name : names) {
+    auto gpu = load_cuda(name, 512, quantization);
+    auto cpu = load_fixture(name, 512, quantization);
     SequenceRunner rg(*gpu), rc(*cpu);
     const int vocab = cpu->config().vocab_size;
     const std::vector<int> lens = {1, 7, 17, 33, 64, 129, 150};
@@ -216,18 +219,28 @@ TEST(CudaVsCpu, RaggedChunkedBatch) {
     int clean = 0;
     for (int f : flipped) clean += f == 0;
     EXPECT_GE(clean, 1) << name << ": no sequence left to compare strictly";
-    RecordProperty(std::string("flips_") + name, std::to_string(flips) + "/" + std::to_string(total));
+    ::testing::Test::RecordProperty(std::string("flips_") + name + (quantization.empty() ? "" : "_" + quantization),
+                   std::to_string(flips) + "/" + std::to_string(total));
   }
+}
+
+TEST(CudaVsCpu, RaggedChunkedBatch) {
+  M3_REQUIRE_GPU();
+  ragged_chunked_vs_cpu({"m3-tiny-msa", "m3-tiny-hf-sharded"}, "");
+}
+
+TEST(CudaVsCpu, RaggedChunkedBatchFp8Weights) {
+  M3_REQUIRE_GPU();
+  ragged_chunked_vs_cpu({"m3-tiny-msa", "m3-tiny-block128"}, "fp8");
 }
 
 // Long context with the real block size 128 / top-k 16: 8K, 16K and 32K-token prompts, chunked as the scheduler
 // would (8192-token chunks), logits and hidden states vs the CPU reference; MSA selections mostly agree (bf16
 // index keys may flip near-ties).
-TEST(CudaVsCpu, LongContextRealBlockSize) {
-  M3_REQUIRE_GPU();
-  auto gpu = load_cuda("m3-tiny-block128", 600);
-  auto cpu = load_fixture("m3-tiny-block128", 600);
-  for (int len : {8192, 16384, 32768}) {
+void long_context_vs_cpu(const std::vector<int>& lens, const std::string& quantization) {
+  auto gpu = load_cuda("m3-tiny-block128", 600, quantization);
+  auto cpu = load_fixture("m3-tiny-block128", 600, quantization);
+  for (int len : lens) {
     const auto prompt = random_prompt(len, cpu->config().vocab_size, len);
     SequenceRunner rg(*gpu), rc(*cpu);
     int sg = rg.add_sequence(), sc = rc.add_sequence();
@@ -257,8 +270,18 @@ TEST(CudaVsCpu, LongContextRealBlockSize) {
       agree += argmax(a) == argmax(b);
       ids.push_back(argmax(b));
     }
-    RecordProperty("decode_agree_" + std::to_string(len), agree);
+    ::testing::Test::RecordProperty("decode_agree_" + std::to_string(len) + (quantization.empty() ? "" : "_" + quantization), agree);
   }
+}
+
+TEST(CudaVsCpu, LongContextRealBlockSize) {
+  M3_REQUIRE_GPU();
+  long_context_vs_cpu({8192, 16384, 32768}, "");
+}
+
+TEST(CudaVsCpu, LongContextFp8Weights) {  // the FP8 GEMM on 8K-token chunks
+  M3_REQUIRE_GPU();
+  long_context_vs_cpu({16384}, "fp8");
 }
 
 }  // namespace

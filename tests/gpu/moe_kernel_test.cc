@@ -109,9 +109,9 @@ TEST_P(MoeKernels, MatchCpu) {
   cudaMalloc(&d_out, size_t(T) * H * 4);
   cudaMemset(d_out, 0xff, size_t(T) * H * 4);
   // The gate/up GEMV over the active list with its exact bound, the down GEMV over every group (both forms).
-  cuda::grouped_gemv(d_w13, int64_t(2) * I * H, G, 2 * I, H, d_x, H, d_slot_token, d_counts, d_offsets,
+  cuda::grouped_gemv(d_w13, {}, int64_t(2) * I * H, G, 2 * I, H, d_x, H, d_slot_token, d_counts, d_offsets,
                      d_active, n_active, T, true, alpha, limit, d_act, nullptr);
-  cuda::grouped_gemv(d_w2, int64_t(H) * I, G, H, I, d_act, I, nullptr, d_counts, d_offsets, nullptr, 0, T,
+  cuda::grouped_gemv(d_w2, {}, int64_t(H) * I, G, H, I, d_act, I, nullptr, d_counts, d_offsets, nullptr, 0, T,
                      false, 0, 0, d_y, nullptr);
   std::vector<float> shared_rows;
   float* d_shared = nullptr;

@@ -33,10 +33,12 @@ std::vector<GoldenPrompt> load_golden(const std::string& name) {
   return out;
 }
 
-std::unique_ptr<ModelBackend> load_fixture(const std::string& name, int num_pages) {
+std::unique_ptr<ModelBackend> load_fixture(const std::string& name, int num_pages,
+                                           const std::string& quantization) {
   BackendOptions o;
   o.device = "cpu";
   o.num_kv_pages = num_pages;
+  o.quantization = quantization;
   return load_backend(fixture_model_dir(name), o);
 }
 

@@ -12,8 +12,8 @@
 
 namespace m3::testing {
 
-inline const char* kFixtureNames[] = {"m3-tiny-msa", "m3-tiny-hf-sharded", "m3-tiny-text-sharded",
-                                      "m3-tiny-mxfp8", "m3-tiny-block128"};
+inline const char* kFixtureNames[] = {"m3-tiny-msa",   "m3-tiny-hf-sharded", "m3-tiny-text-sharded",
+                                      "m3-tiny-mxfp8", "m3-tiny-block128",   "m3-tiny-mxfp8-block128"};
 
 std::string fixture_model_dir(const std::string& name);
 
@@ -34,7 +34,9 @@ struct GoldenPrompt {
 
 std::vector<GoldenPrompt> load_golden(const std::string& name);
 
-std::unique_ptr<ModelBackend> load_fixture(const std::string& name, int num_pages = 256);
+// quantization: BackendOptions::quantization ("fp8": linear weights quantised to MXFP8 at load).
+std::unique_ptr<ModelBackend> load_fixture(const std::string& name, int num_pages = 256,
+                                           const std::string& quantization = "");
 
 // ||a - b|| / ||b||
 double rel_error(const std::vector<float>& a, const std::vector<float>& b);

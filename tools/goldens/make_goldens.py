@@ -5,7 +5,8 @@ Runs on the GPU machine (transformers 5.17 with models/minimax_m3_vl, torch with
 transformers model with eager attention, fp32 compute, TF32 off, on weights rounded to bf16 (router kept fp32).
 Every fixture is written by this script, never by m3serve, so the C++ tests compare against an independent oracle.
 
-Usage: python3 tools/goldens/make_goldens.py OUT_DIR   (writes OUT_DIR/models/<name>/ and OUT_DIR/goldens/<name>.json)
+Usage: python3 tools/goldens/make_goldens.py OUT_DIR [NAME ...]   (writes OUT_DIR/models/<name>/ and
+OUT_DIR/goldens/<name>.json for every fixture, or the named ones)
 """
 import copy
 import json
@@ -181,6 +182,7 @@ def quantize_mxfp8(w):
     return q.reshape(rows, cols), scale, deq
 
 
+# These also match the MSA index projections (index_q_proj, index_k_proj), which the release quantises too.
 MXFP8_SUFFIXES = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight", "gate_proj.weight",
                   "up_proj.weight", "down_proj.weight", ".w1.weight", ".w2.weight", ".w3.weight")
 
@@ -334,29 +336,52 @@ def rand_prompt(gen, n, vocab):
 
 
 def main():
+    """make_goldens.py OUT_DIR [NAME ...]: every fixture, or only the named ones (the others' inputs are still
+    drawn, so each fixture's prompts do not depend on which are built)."""
     out_dir = sys.argv[1]
+    only = set(sys.argv[2:])
+
+    def want(name):
+        return not only or name in only
+
     g = torch.Generator().manual_seed(1234)
     small = dict(hidden=64, heads=8, kv_heads=4, head_dim=32, rotary_dim=16, experts=8, topk_experts=2, inter=32,
                  shared_inter=32, dense_inter=128, vocab=512)
     a = vl_config(released_text_config(**small, dense_layers=1, sparse_layers=3, block=8, topk_blocks=4))
     prompts_a = [rand_prompt(g, n, 512) for n in (1, 7, 8, 33, 64, 121)]
-    build("m3-tiny-msa", a, 1, prompts_a, 12, out_dir, "released")
+    if want("m3-tiny-msa"):
+        build("m3-tiny-msa", a, 1, prompts_a, 12, out_dir, "released")
 
     b = vl_config(released_text_config(hidden=64, heads=4, kv_heads=2, head_dim=32, rotary_dim=16, experts=16,
                                        topk_experts=4, inter=32, shared_inter=48, dense_inter=96, vocab=384,
                                        dense_layers=2, sparse_layers=2, block=16, topk_blocks=3, routed_scale=2.5,
                                        theta=10000.0))
-    build("m3-tiny-hf-sharded", b, 2, [rand_prompt(g, n, 384) for n in (5, 47, 90)], 10, out_dir, "hf-sharded")
+    prompts_b = [rand_prompt(g, n, 384) for n in (5, 47, 90)]
+    if want("m3-tiny-hf-sharded"):
+        build("m3-tiny-hf-sharded", b, 2, prompts_b, 10, out_dir, "hf-sharded")
 
     c = released_text_config(**small, dense_layers=1, sparse_layers=2, block=8, topk_blocks=3)
-    build("m3-tiny-text-sharded", vl_config(c), 3, [rand_prompt(g, n, 512) for n in (20, 75)], 10, out_dir,
-          "text-only")
-    build("m3-tiny-mxfp8", a, 4, [rand_prompt(g, n, 512) for n in (9, 70)], 10, out_dir, "released", mxfp8=True)
+    prompts_c = [rand_prompt(g, n, 512) for n in (20, 75)]
+    if want("m3-tiny-text-sharded"):
+        build("m3-tiny-text-sharded", vl_config(c), 3, prompts_c, 10, out_dir, "text-only")
+    prompts_mx = [rand_prompt(g, n, 512) for n in (9, 70)]
+    if want("m3-tiny-mxfp8"):
+        build("m3-tiny-mxfp8", a, 4, prompts_mx, 10, out_dir, "released", mxfp8=True)
 
     d = vl_config(released_text_config(hidden=64, heads=8, kv_heads=4, head_dim=32, rotary_dim=16, experts=8,
                                        topk_experts=2, inter=32, shared_inter=32, dense_inter=128, vocab=512,
                                        dense_layers=1, sparse_layers=2, block=128, topk_blocks=16))
-    build("m3-tiny-block128", d, 5, [rand_prompt(g, n, 512) for n in (2600, 2200)], 6, out_dir, "released-sharded")
+    prompts_d = [rand_prompt(g, n, 512) for n in (2600, 2200)]
+    if want("m3-tiny-block128"):
+        build("m3-tiny-block128", d, 5, prompts_d, 6, out_dir, "released-sharded")
+
+    # MXFP8 at the real head_dim 128, block 128, top-16, with prompts of 3-5K tokens (issue 13).
+    e = vl_config(released_text_config(hidden=128, heads=4, kv_heads=2, head_dim=128, rotary_dim=64, experts=8,
+                                       topk_experts=2, inter=64, shared_inter=64, dense_inter=128, vocab=512,
+                                       dense_layers=1, sparse_layers=2, block=128, topk_blocks=16))
+    prompts_e = [rand_prompt(g, n, 512) for n in (4500, 3100)]
+    if want("m3-tiny-mxfp8-block128"):
+        build("m3-tiny-mxfp8-block128", e, 6, prompts_e, 6, out_dir, "released-sharded", mxfp8=True)
 
 
 if __name__ == "__main__":

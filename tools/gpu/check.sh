@@ -3,6 +3,9 @@
 # (default: tests). tests: the GPU test suite, compute-sanitizer memcheck on the kernel tests, and
 # `m3 generate --device cuda` on the golden fixtures. e2e: the server e2e suite with every model-backed server
 # on --device cuda (needs pack.sh's M3_PACK_NODE=1). bench: m3-kernel-bench (all benches, or BENCH_FILTER).
+# fp8: MXFP8 fixtures through `m3 generate --device cuda` (FP8 weights on the GPU) against transformers' goldens,
+# (FIXTURES="name ..." first writes those goldens with tools/goldens/make_goldens.py, uses them and leaves them
+# in $OUT/fixtures.tar.gz). The CUDA FP8 path against the CPU reference is in cuda_test (CudaVsCpu.*Fp8*).
 # tp: tensor parallel over the machine's GPUs (2 or more): `m3 generate --tensor-parallel-size N` on the golden
 # fixtures against TP 1, a TP-N server answering as a TP-1 server does, and a killed rank ending the server.
 # Full logs go to $OUT; short tables are printed.
@@ -23,6 +26,31 @@ want() { [ $# -eq 0 ] && return 0; local w; for w in "${MODES[@]}"; do [ "$w" = 
 MODES=("$@")
 [ ${#MODES[@]} -eq 0 ] && MODES=(tests)
 
+# Golden fixture NAME -> JSONL requests of its prompts (greedy, the reference's lengths).
+golden_prompts() {
+  python3 - "$1" <<'PY'
+import json, sys
+g = json.load(open(f"tests/fixtures/goldens/{sys.argv[1]}.json"))
+for p in g["prompts"]:
+    print(json.dumps({"prompt_token_ids": p["prompt_token_ids"], "max_tokens": p["max_tokens"], "temperature": 0, "ignore_eos": True}))
+PY
+}
+# golden_check NAME OUT.jsonl LABEL: how many prompts of `m3 generate`'s output match the reference's greedy ids
+# while its top-1 / top-2 margin is at least 0.5 (bf16 activations on the GPU may flip closer calls).
+golden_check() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import json, sys
+g = json.load(open(f"tests/fixtures/goldens/{sys.argv[1]}.json"))
+outs = [json.loads(l) for l in open(sys.argv[2])]
+ok = 0
+for p, o in zip(g["prompts"], outs):
+    ref, got = p["output_token_ids"], o.get("output_token_ids", [])
+    clear = next((i for i, s in enumerate(p["steps"]) if s["margin"] < 0.5), len(ref))
+    ok += got[:clear] == ref[:clear]
+print(f"{sys.argv[3]}: {ok}/{len(outs)} prompts match the reference greedy ids (while margin >= 0.5)")
+PY
+}
+
 # NCCL is loaded at run time: the device image has it with PyTorch.
 if [ -z "${M3_NCCL_LIBRARY:-}" ]; then
   M3_NCCL_LIBRARY=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null ||
@@ -36,12 +64,7 @@ if want tp; then
   TP=${TP:-$GPUS}
   echo "== tensor parallel: TP $TP over $GPUS GPU(s)"
   for m in m3-tiny-msa m3-tiny-block128 m3-tiny-hf-sharded; do
-    python3 - "$m" >"$OUT/tp_in_$m.jsonl" <<'PY'
-import json, sys
-g = json.load(open(f"tests/fixtures/goldens/{sys.argv[1]}.json"))
-for p in g["prompts"]:
-    print(json.dumps({"prompt_token_ids": p["prompt_token_ids"], "max_tokens": p["max_tokens"], "temperature": 0, "ignore_eos": True}))
-PY
+    golden_prompts "$m" >"$OUT/tp_in_$m.jsonl"
     for t in 1 "$TP"; do
       timeout 300 build-gpu/bin/m3 generate --model "tests/fixtures/models/$m" --device cuda --tensor-parallel-size "$t" \
         --input "$OUT/tp_in_$m.jsonl" --output "$OUT/tp_out_${m}_$t.jsonl" 2>"$OUT/tp_generate_${m}_$t.log" ||
@@ -93,11 +116,30 @@ PY
   grep -h "NCCL\|pages)\|error" "$OUT/tp_serve_$TP.log" | head -8 | sed 's/^/  /'
 fi
 
+if want fp8; then
+  if [ -n "${FIXTURES:-}" ]; then  # new golden fixtures from transformers, used below and brought back in $OUT
+    fx=/tmp/m3-new-fixtures
+    rm -rf "$fx" && python3 tools/goldens/make_goldens.py "$fx" $FIXTURES >"$OUT/make_goldens.log" 2>&1 ||
+      { echo "make_goldens: FAILED"; tail -20 "$OUT/make_goldens.log"; status=1; }
+    cp -r "$fx"/models/* tests/fixtures/models/ && cp -r "$fx"/goldens/* tests/fixtures/goldens/
+    tar -C "$fx" -czf "$OUT/fixtures.tar.gz" models goldens  # one file: $OUT brings back a limited count
+    grep "==\|min margin" "$OUT/make_goldens.log"
+  fi
+  for m in m3-tiny-mxfp8 m3-tiny-mxfp8-block128; do
+    [ -f "tests/fixtures/goldens/$m.json" ] || { echo "fp8: no fixture $m"; continue; }
+    golden_prompts "$m" >"$OUT/fp8_in_$m.jsonl"
+    timeout 300 build-gpu/bin/m3 generate --model "tests/fixtures/models/$m" --device cuda --input "$OUT/fp8_in_$m.jsonl" \
+      --output "$OUT/fp8_out_$m.jsonl" 2>"$OUT/fp8_generate_$m.log" || { echo "generate $m: FAILED"; status=1; }
+    grep -h "linear weights" "$OUT/fp8_generate_$m.log" | sed 's/^/  /'
+    golden_check "$m" "$OUT/fp8_out_$m.jsonl" "m3 generate --device cuda $m (MXFP8 on the GPU)"
+  done
+fi
+
 if want tests; then
   build-gpu/bin/cuda_test --gtest_output=json:"$OUT/cuda_test.json" >"$OUT/cuda_test.log" 2>&1 || status=1
   tail -3 "$OUT/cuda_test.log"
   compute-sanitizer --tool memcheck --error-exitcode 1 build-gpu/bin/cuda_test \
-    --gtest_filter='*MsaSelectKernel*:*MsaScore*:*AttentionKernel*:*Moe*:*Sampling*:*PrepareHeads*:CudaGolden.TeacherForced*/m3_tiny_msa' \
+    --gtest_filter='*MsaSelectKernel*:*MsaScore*:*AttentionKernel*:*Moe*:*Sampling*:*PrepareHeads*:*Fp8*:*LinearGemv*:CudaGolden.TeacherForced*/m3_tiny_msa:CudaGolden.TeacherForced*/m3_tiny_mxfp8:-CudaVsCpu.*' \
     >"$OUT/sanitizer.log" 2>&1 && echo "compute-sanitizer memcheck: clean" || { echo "compute-sanitizer: FAILED"; status=1; }
   tail -2 "$OUT/sanitizer.log"
   # Barrier misuse gates; racecheck is reported, not gated: it flags the MSA decode scorer's cp.async.bulk ring,
@@ -107,25 +149,10 @@ if want tests; then
   compute-sanitizer --tool racecheck build-gpu/bin/cuda_test --gtest_filter='*Msa*:*AttentionKernel*:*Moe*:*PrepareHeads*:*Sampling*:-*SameIds*' >"$OUT/racecheck.log" 2>&1
   echo "compute-sanitizer racecheck: $(grep -c 'Race reported' "$OUT/racecheck.log") reports, in: $(grep -o 'Write access at void [^(]*' "$OUT/racecheck.log" | sed 's/.*:://; s/<$//' | sort -u | tr '\n' ' ')"
   for m in m3-tiny-msa m3-tiny-block128; do
-    python3 - "$m" >"$OUT/in_$m.jsonl" <<'PY'
-import json, sys
-g = json.load(open(f"tests/fixtures/goldens/{sys.argv[1]}.json"))
-for p in g["prompts"]:
-    print(json.dumps({"prompt_token_ids": p["prompt_token_ids"], "max_tokens": p["max_tokens"], "temperature": 0, "ignore_eos": True}))
-PY
+    golden_prompts "$m" >"$OUT/in_$m.jsonl"
     build-gpu/bin/m3 generate --model "tests/fixtures/models/$m" --device cuda --input "$OUT/in_$m.jsonl" \
       --output "$OUT/out_$m.jsonl" 2>>"$OUT/generate.log" || status=1
-    python3 - "$m" "$OUT/out_$m.jsonl" <<'PY'
-import json, sys
-g = json.load(open(f"tests/fixtures/goldens/{sys.argv[1]}.json"))
-outs = [json.loads(l) for l in open(sys.argv[2])]
-ok = 0
-for p, o in zip(g["prompts"], outs):
-    ref, got = p["output_token_ids"], o.get("output_token_ids", [])
-    clear = next((i for i, s in enumerate(p["steps"]) if s["margin"] < 0.5), len(ref))
-    ok += got[:clear] == ref[:clear]
-print(f"m3 generate --device cuda {sys.argv[1]}: {ok}/{len(outs)} prompts match the reference greedy ids (while margin >= 0.5)")
-PY
+    golden_check "$m" "$OUT/out_$m.jsonl" "m3 generate --device cuda $m"
   done
   python3 - "$OUT/cuda_test.json" <<'PY'
 import json, sys
