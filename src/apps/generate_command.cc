@@ -26,7 +26,7 @@ namespace m3 {
 namespace {
 
 struct GenerateArgs {
-  std::string model, device = "auto", input = "-", output = "-", quantization;
+  std::string model, device = "auto", input = "-", output = "-", quantization, kv_cache_dtype = "auto";
   int max_num_seqs = 256, max_num_batched_tokens = 8192, num_kv_pages = 0;
   int64_t max_model_len = 0;
   double kv_cache_gb = 4.0;
@@ -120,6 +120,7 @@ int run(const GenerateArgs& a) {
   bo.max_num_seqs = a.max_num_seqs;
   bo.max_model_len = a.max_model_len;
   bo.quantization = a.quantization == "mxfp8" ? "" : a.quantization;
+  bo.kv_cache_dtype = a.kv_cache_dtype;
   auto t0 = std::chrono::steady_clock::now();
   Engine engine(load_backend(a.model, bo), {a.max_num_seqs, a.max_num_batched_tokens, a.max_model_len});
   auto t1 = std::chrono::steady_clock::now();
@@ -207,6 +208,8 @@ void register_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-model-len", args->max_model_len, "Longest prompt + output (default: the model's)");
   cmd->add_option("--quantization,-q", args->quantization,
                   "fp8: FP8 linear weights (MXFP8 blocks), quantised at load from a bf16 checkpoint");
+  cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype,
+                  "auto | bfloat16 | fp8 (= fp8_e4m3: per-token, per-head scales; cpu backend so far)");
   cmd->add_option("--num-kv-pages", args->num_kv_pages,
                   "KV pages to allocate (default: what the requests need)");
   cmd->add_option("--kv-cache-gb", args->kv_cache_gb, "Cap on the default KV pool size (cpu)");

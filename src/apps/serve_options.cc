@@ -45,7 +45,8 @@ void add_serve_flags(CLI::App& cmd, ServeConfig& c) {
   cmd.add_option("--gpu-memory-utilization,--mem-fraction-static", c.gpu_memory_utilization,
                  "Fraction of GPU memory for weights + KV (cuda)")
       ->check(CLI::Range(0.01, 1.0));
-  cmd.add_option("--kv-cache-dtype", c.kv_cache_dtype, "auto | bfloat16 | fp8");
+  cmd.add_option("--kv-cache-dtype", c.kv_cache_dtype,
+                 "auto | bfloat16 | fp8 (= fp8_e4m3: per-token, per-head scales; cpu backend so far)");
   cmd.add_option("--dtype", c.dtype, "auto | bfloat16");
   cmd.add_option("--quantization,-q", c.quantization,
                  "fp8: FP8 linear weights (MXFP8 blocks of 32), quantised at load from a bf16 checkpoint; mxfp8: "
@@ -218,11 +219,10 @@ void finalize_serve_config(ServeConfig& c, const ModelConfig& model) {
                                           "size (" +
                                           std::to_string(model.msa.block_size) +
                                           "): KV pages are MSA blocks");
-  if (c.kv_cache_dtype != "auto" && c.kv_cache_dtype != "bfloat16" && c.kv_cache_dtype != "fp8")
+  if (c.kv_cache_dtype != "auto" && c.kv_cache_dtype != "bfloat16" && c.kv_cache_dtype != "fp8" &&
+      c.kv_cache_dtype != "fp8_e4m3")
     fail(ErrorKind::kInvalidArgument,
-         "--kv-cache-dtype '" + c.kv_cache_dtype + "' is not one of auto, bfloat16, fp8");
-  if (c.kv_cache_dtype == "fp8")
-    fail(ErrorKind::kUnsupported, "--kv-cache-dtype fp8 is not implemented yet; use auto");
+         "--kv-cache-dtype '" + c.kv_cache_dtype + "' is not one of auto, bfloat16, fp8, fp8_e4m3");
   if (c.dtype != "auto" && c.dtype != "bfloat16" && c.dtype != "bf16")
     fail(ErrorKind::kUnsupported, "--dtype '" + c.dtype + "' is not supported (auto | bfloat16)");
   if (!c.quantization.empty()) {

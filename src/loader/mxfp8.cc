@@ -55,4 +55,11 @@ bool round_trip_mxfp8_row(float* x, int64_t cols) {
   return true;
 }
 
+void round_trip_fp8_vector(float* x, int64_t n) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float scale = amax > 0.0f && std::isfinite(amax) ? amax / kE4m3Max : 1.0f;
+  for (int64_t i = 0; i < n; ++i) x[i] = f8e4m3_to_f32(f32_to_f8e4m3(x[i] / scale)) * scale;
+}
+
 }  // namespace m3

@@ -70,6 +70,13 @@ std::unique_ptr<ModelBackend> load_shard(const std::string& model_dir, const Bac
     fail(ErrorKind::kInvalidArgument, "--quantization '" + options.quantization + "' is not one of fp8, mxfp8");
   // FP8 asked of a bf16 checkpoint: quantised at load; an MXFP8 checkpoint already is.
   const bool quantize = options.quantization == "fp8" && config.weight_quant == WeightQuant::kNone;
+  const std::string& kv = options.kv_cache_dtype;
+  if (kv != "auto" && kv != "bfloat16" && kv != "fp8" && kv != "fp8_e4m3")
+    fail(ErrorKind::kInvalidArgument, "--kv-cache-dtype '" + kv + "' is not one of auto, bfloat16, fp8, fp8_e4m3");
+  const bool kv_fp8 = kv == "fp8" || kv == "fp8_e4m3";
+  if (kv_fp8 && options.device != "cpu")
+    fail(ErrorKind::kUnsupported, "--kv-cache-dtype " + kv + " is not implemented on the " + options.device +
+                                      " backend yet (the cpu backend has it); use auto");
   if (dummy && options.device != "cuda")
     fail(ErrorKind::kInvalidArgument, "--load-format dummy (random weights) needs --device cuda");
   if (options.device == "cuda") {
@@ -108,8 +115,9 @@ std::unique_ptr<ModelBackend> load_shard(const std::string& model_dir, const Bac
   if (options.device == "cpu") {
     Checkpoint ckpt(model_dir);
     CpuWeights weights = load_cpu_weights(config, ckpt, shard, quantize);
+    using P = CpuKvStorage::Precision;
     return std::make_unique<CpuModel>(std::move(config), std::move(weights), options.num_kv_pages, shard,
-                                      std::move(comm));
+                                      std::move(comm), kv_fp8 ? P::kFp8 : kv == "bfloat16" ? P::kBf16 : P::kF32);
   }
   if (options.device == "scripted")  // testing: scripted outputs, no weights
     return std::make_unique<ScriptedBackend>(model_dir, options.script, options.num_kv_pages);

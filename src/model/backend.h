@@ -42,6 +42,9 @@ struct BackendOptions {
   // Linear-layer weights: "" as the checkpoint stores them (an MXFP8 checkpoint stays FP8 on the GPU); "fp8":
   // FP8 (MXFP8 blocks of 32) for a bf16 checkpoint too, quantised at load (loader/mxfp8.h).
   std::string quantization;
+  // KV cache precision: auto (CUDA bf16, CPU fp32) | bfloat16 | fp8 / fp8_e4m3 (K and V in e4m3 with a
+  // per-token, per-head scale; the CPU backend so far).
+  std::string kv_cache_dtype = "auto";
   std::string script;                   // device "scripted": the response script (JSON)
   // The ranks the model is split over (tensor parallel; config/shard_layout.h). Null: one rank.
   std::shared_ptr<dist::Communicator> comm;

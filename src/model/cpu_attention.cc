@@ -55,8 +55,7 @@ void CpuModel::attention_block(int l, const float* a, const std::vector<TokenMet
     norm_and_rope(&k[t * Hkv * D], Hkv, D, L.k_norm.data(), c.rms_norm_eps, rope_, pos);
     const int32_t page = tokens[t].seq->block_table[pos / B];
     const int slot = static_cast<int>(pos % B);
-    std::copy_n(&k[t * Hkv * D], Hkv * D, kv_.k(l, page, slot));
-    std::copy_n(&v[t * Hkv * D], Hkv * D, kv_.v(l, page, slot));
+    kv_.store(l, page, slot, &k[t * Hkv * D], &v[t * Hkv * D]);
     if (sparse) {
       norm_and_rope(&iq[t * Hi * Di], Hi, Di, L.index_q_norm.data(), c.rms_norm_eps, rope_, pos);
       norm_and_rope(&ik[t * Di], 1, Di, L.index_k_norm.data(), c.rms_norm_eps, rope_, pos);

@@ -10,12 +10,12 @@
 namespace m3 {
 
 CpuModel::CpuModel(ModelConfig config, CpuWeights weights, int num_kv_pages, const ShardLayout& shard,
-                   std::shared_ptr<dist::Communicator> comm)
+                   std::shared_ptr<dist::Communicator> comm, CpuKvStorage::Precision kv)
     : config_(std::move(config)),
       shard_(shard),
       comm_(std::move(comm)),
       w_(std::move(weights)),
-      kv_(config_, num_kv_pages, static_cast<int>(shard_.kv_heads.size())),
+      kv_(config_, num_kv_pages, static_cast<int>(shard_.kv_heads.size()), kv),
       rope_(config_.rotary_dim, config_.rope_theta) {
   M3_CHECK(comm_->size() == shard_.tp_size && comm_->rank() == shard_.tp_rank,
            "the shard layout and the communicator disagree on the ranks");

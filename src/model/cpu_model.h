@@ -43,8 +43,9 @@ CpuWeights load_cpu_weights(const ModelConfig& config, const Checkpoint& ckpt, c
 
 class CpuModel : public ModelBackend {
  public:
+  // kv: what the KV cache holds (model/cpu_kv_storage.h).
   CpuModel(ModelConfig config, CpuWeights weights, int num_kv_pages, const ShardLayout& shard,
-           std::shared_ptr<dist::Communicator> comm);
+           std::shared_ptr<dist::Communicator> comm, CpuKvStorage::Precision kv = CpuKvStorage::Precision::kF32);
 
   const ModelConfig& config() const override { return config_; }
   const char* device_name() const override { return "cpu"; }

@@ -21,7 +21,8 @@ std::string encode_options(const BackendOptions& o) {
                         {"max_model_len", o.max_model_len},
                         {"enforce_eager", o.enforce_eager},
                         {"load_format", o.load_format},
-                        {"quantization", o.quantization}}
+                        {"quantization", o.quantization},
+                        {"kv_cache_dtype", o.kv_cache_dtype}}
       .dump();
 }
 
@@ -37,6 +38,7 @@ BackendOptions decode_options(const std::string& bytes, std::shared_ptr<dist::Co
   o.enforce_eager = j.at("enforce_eager");
   o.load_format = j.at("load_format");
   o.quantization = j.at("quantization");
+  o.kv_cache_dtype = j.at("kv_cache_dtype");
   o.comm = std::move(comm);
   return o;
 }

@@ -161,6 +161,14 @@ TEST(GenerateCliErrors, BadFlagsAndModelsAreNamed) {
   CliRun bad_quant = m3_generate("--model " + fixture_model_dir("m3-tiny-msa") + " --device cpu -q int4", one);
   EXPECT_NE(bad_quant.status, 0);
   EXPECT_NE(bad_quant.err.find("--quantization 'int4'"), std::string::npos) << bad_quant.err;
+  CliRun bad_kv =
+      m3_generate("--model " + fixture_model_dir("m3-tiny-msa") + " --device cpu --kv-cache-dtype fp4", one);
+  EXPECT_NE(bad_kv.status, 0);
+  EXPECT_NE(bad_kv.err.find("--kv-cache-dtype 'fp4'"), std::string::npos) << bad_kv.err;
+  CliRun fp8_kv =
+      m3_generate("--model " + fixture_model_dir("m3-tiny-msa") + " --device cpu --kv-cache-dtype fp8", one);
+  EXPECT_EQ(fp8_kv.status, 0) << fp8_kv.err;
+  EXPECT_EQ(fp8_kv.lines.size(), 1u);
   // m3-tiny-hf-sharded's shared expert is 48 wide: its down projection is not whole blocks of 32 inputs.
   CliRun odd = m3_generate("--model " + fixture_model_dir("m3-tiny-hf-sharded") + " --device cpu -q fp8", one);
   EXPECT_NE(odd.status, 0);

@@ -73,3 +73,74 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, Fp8Golden, ::testing::Values("m3-tiny-msa", "
 
 }  // namespace
 }  // namespace m3::testing
+
+namespace m3::testing {
+namespace {
+
+// The FP8 KV cache of the CPU reference (K and V rounded to e4m3 with a per-token, per-head scale; index keys
+// exact) and, for scale, a bf16 cache (what the CUDA backend stores), each against the exact (fp32) cache on
+// the same prompts, teacher-forced through the reference's tokens: logit error, top-1 agreement and the share
+// of MSA block selections that change (a changed selection is a changed model).
+struct KvDrift {
+  double worst = 0;
+  int top1_same = 0, steps = 0;
+  size_t selections = 0, changed = 0;
+};
+
+KvDrift kv_drift(const char* fixture, const std::string& kv) {
+  auto model = load_fixture(fixture, 256, "", kv);
+  auto exact = load_fixture(fixture, 256);
+  SequenceRunner run(*model), run_exact(*exact);
+  ForwardOptions opt;
+  opt.trace_msa = true;
+  KvDrift d;
+  for (const GoldenPrompt& g : load_golden(fixture)) {
+    const int a = run.add_sequence(), b = run_exact.add_sequence();
+    std::vector<int32_t> feed = g.prompt;
+    for (size_t s = 0; s < g.output.size(); ++s) {
+      ForwardOutput oa, ob;
+      const auto la = run.step({{a, feed}}, opt, &oa)[0], lb = run_exact.step({{b, feed}}, opt, &ob)[0];
+      d.worst = std::max(d.worst, rel_error(la, lb));
+      d.top1_same += std::max_element(la.begin(), la.end()) - la.begin() ==
+                     std::max_element(lb.begin(), lb.end()) - lb.begin();
+      ++d.steps;
+      for (size_t l = 0; l < oa.msa_trace.size(); ++l)
+        for (size_t t = 0; t < oa.msa_trace[l].size(); ++t)
+          for (size_t h = 0; h < oa.msa_trace[l][t].size(); ++h) {
+            ++d.selections;
+            d.changed += oa.msa_trace[l][t][h] != ob.msa_trace[l][t][h];
+          }
+      feed = {g.output[s]};
+    }
+  }
+  std::printf("%s, %s KV vs exact: worst logit rel error %.4f, top-1 %d/%d, MSA selections changed %zu/%zu\n",
+              fixture, kv.c_str(), d.worst, d.top1_same, d.steps, d.changed, d.selections);
+  return d;
+}
+
+class Fp8KvCache : public ::testing::TestWithParam<const char*> {};
+
+// The fixtures' high-gain random weights amplify any rounding of K and V (a selection that flips moves the
+// output far): measured, FP8 changes 3.3% (m3-tiny-block128) and 24% (m3-tiny-mxfp8-block128, head_dim 128)
+// of the MSA selections where bf16 changes 0.24% and 2.9%. The checks are that each cache really rounds, FP8
+// more than bf16, and that FP8's logits stay related to the exact ones; the numbers are reported
+// (docs/performance.md), the accuracy bar of issue #13 is not claimed.
+TEST_P(Fp8KvCache, RoundsMoreThanBf16AndStaysRelated) {
+  const KvDrift f = kv_drift(GetParam(), "fp8"), b = kv_drift(GetParam(), "bfloat16");
+  RecordProperty("fp8_worst_logit_rel_error", std::to_string(f.worst));
+  RecordProperty("fp8_msa_selections_changed", std::to_string(f.changed) + "/" + std::to_string(f.selections));
+  RecordProperty("bf16_msa_selections_changed", std::to_string(b.changed) + "/" + std::to_string(b.selections));
+  EXPECT_GT(f.worst, b.worst) << "e4m3 rounds more than bf16";
+  EXPECT_GT(b.worst, 0.0) << "the bf16 cache must round something";
+  EXPECT_LT(f.worst, 1.0) << "an FP8 cache whose logits are unrelated to the exact ones is broken";
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Fp8KvCache, ::testing::Values("m3-tiny-block128", "m3-tiny-mxfp8-block128"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace m3::testing

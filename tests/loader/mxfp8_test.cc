@@ -90,5 +90,29 @@ TEST(Mxfp8, RowsQuantiseWithinHalfAnE4m3Step) {
   EXPECT_FALSE(round_trip_mxfp8_row(x.data(), int64_t(x.size())));
 }
 
+TEST(Mxfp8, KvVectorsRoundWithTheirOwnScale) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> n;
+  for (float magnitude : {1e-6f, 3e-2f, 1.0f, 5e3f}) {
+    std::vector<float> x(128), y;
+    for (auto& v : x) v = n(rng) * magnitude;
+    x[17] = 0.0f;
+    y = x;
+    round_trip_fp8_vector(y.data(), int64_t(y.size()));
+    float amax = 0;
+    for (float v : x) amax = std::max(amax, std::fabs(v));
+    const float scale = amax / 448.0f;
+    for (size_t i = 0; i < x.size(); ++i) {
+      // an e4m3 value times the vector's scale, within half an e4m3 step of the input
+      EXPECT_EQ(y[i], f8e4m3_to_f32(f32_to_f8e4m3(x[i] / scale)) * scale) << magnitude << " " << i;
+      EXPECT_LE(std::fabs(y[i] - x[i]), std::max(std::fabs(x[i]) / 16, scale * std::ldexp(1.0f, -10)));
+    }
+    EXPECT_EQ(y[17], 0.0f);
+  }
+  std::vector<float> zeros(64, 0.0f);
+  round_trip_fp8_vector(zeros.data(), 64);
+  EXPECT_EQ(zeros, std::vector<float>(64, 0.0f));
+}
+
 }  // namespace
 }  // namespace m3

@@ -34,11 +34,12 @@ std::vector<GoldenPrompt> load_golden(const std::string& name) {
 }
 
 std::unique_ptr<ModelBackend> load_fixture(const std::string& name, int num_pages,
-                                           const std::string& quantization) {
+                                           const std::string& quantization, const std::string& kv_cache_dtype) {
   BackendOptions o;
   o.device = "cpu";
   o.num_kv_pages = num_pages;
   o.quantization = quantization;
+  o.kv_cache_dtype = kv_cache_dtype;
   return load_backend(fixture_model_dir(name), o);
 }
 

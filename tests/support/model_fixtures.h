@@ -34,9 +34,11 @@ struct GoldenPrompt {
 
 std::vector<GoldenPrompt> load_golden(const std::string& name);
 
-// quantization: BackendOptions::quantization ("fp8": linear weights quantised to MXFP8 at load).
+// quantization, kv_cache_dtype: BackendOptions' ("fp8": linear weights quantised to MXFP8 at load; an FP8 KV
+// cache).
 std::unique_ptr<ModelBackend> load_fixture(const std::string& name, int num_pages = 256,
-                                           const std::string& quantization = "");
+                                           const std::string& quantization = "",
+                                           const std::string& kv_cache_dtype = "auto");
 
 // ||a - b|| / ||b||
 double rel_error(const std::vector<float>& a, const std::vector<float>& b);
