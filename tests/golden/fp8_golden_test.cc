@@ -43,6 +43,12 @@ TEST(Fp8Weights, Mxfp8CheckpointIsAFixedPointOfTheQuantiser) {
 // not the model's FP8 accuracy, which the GPU suite measures on the full-width model.
 constexpr double kFp8LogitTol = 0.4;
 
+std::string test_name(const ::testing::TestParamInfo<const char*>& info) {  // gtest names: no '-'
+  std::string n = info.param;
+  std::replace(n.begin(), n.end(), '-', '_');
+  return n;
+}
+
 class Fp8Golden : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(Fp8Golden, OnlineFp8StaysNearTheBf16Reference) {
@@ -64,12 +70,7 @@ TEST_P(Fp8Golden, OnlineFp8StaysNearTheBf16Reference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Fp8Golden, ::testing::Values("m3-tiny-msa", "m3-tiny-block128"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Fixtures, Fp8Golden, ::testing::Values("m3-tiny-msa", "m3-tiny-block128"), test_name);
 
 }  // namespace
 }  // namespace m3::testing
@@ -136,11 +137,7 @@ TEST_P(Fp8KvCache, RoundsMoreThanBf16AndStaysRelated) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Fp8KvCache, ::testing::Values("m3-tiny-block128", "m3-tiny-mxfp8-block128"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+                         test_name);
 
 }  // namespace
 }  // namespace m3::testing
