@@ -1,10 +1,11 @@
 // Whole steps of the CUDA backend on a full-width synthetic model (3 dense + 5 MSA/MoE layers, real widths,
-// weights generated on the device; bf16 and, as *_fp8, FP8 linear weights, one model at a time): decode steps (CUDA graphs) at batch 1..64 with 8K tokens of context, and
-// an 8K-token prefill. Times are host wall time of CudaModel::forward, as the engine sees it (metadata
-// upload, the step, then either the logits read-back or, "sampled", GPU sampling and the ids read-back).
-// Decode floor = bytes the step must read: every non-expert weight, the experts its tokens route to (counted
-// from a traced step), K/V of the attended blocks and the index keys. Prefill: FLOPs of the linear and expert
-// work (2 x active parameters per token) and of attention.
+// weights generated on the device; bf16 and, as *_fp8, FP8 linear weights, one model at a time): decode steps
+// (CUDA graphs) at batch 1..64 with 8K tokens of context, and an 8K-token prefill. Times are host wall time
+// of CudaModel::forward, as the engine sees it (metadata upload, the step, then either the logits read-back
+// or, "sampled", GPU sampling and the ids read-back). Decode floor = bytes the step must read: every
+// non-expert weight, the experts its tokens route to (counted from a traced step), K/V of the attended blocks
+// and the index keys. Prefill: FLOPs of the linear and expert work (2 x active parameters per token) and of
+// attention.
 #include <chrono>
 #include <set>
 
@@ -28,8 +29,8 @@ double wall_us(const std::function<void()>& fn, int iters) {
 }
 
 struct Sizes {
-  double non_expert = 0;  // bytes read by every step whatever the routing
-  double expert = 0;      // one routed expert
+  double non_expert = 0;        // bytes read by every step whatever the routing
+  double expert = 0;            // one routed expert
   double params_per_token = 0;  // active parameters (no LM head)
 };
 

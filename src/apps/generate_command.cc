@@ -119,7 +119,7 @@ int run(const GenerateArgs& a) {
   bo.max_num_batched_tokens = a.max_num_batched_tokens;
   bo.max_num_seqs = a.max_num_seqs;
   bo.max_model_len = a.max_model_len;
-  bo.quantization = a.quantization == "mxfp8" ? "" : a.quantization;
+  bo.quantization = a.quantization;
   bo.kv_cache_dtype = a.kv_cache_dtype;
   auto t0 = std::chrono::steady_clock::now();
   Engine engine(load_backend(a.model, bo), {a.max_num_seqs, a.max_num_batched_tokens, a.max_model_len});

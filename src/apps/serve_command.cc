@@ -55,7 +55,7 @@ std::shared_ptr<ServingContext> load_model(const ServeConfig& cfg, const ModelCo
   bo.max_model_len = want_len;
   bo.enforce_eager = cfg.enforce_eager;
   bo.load_format = cfg.load_format;
-  bo.quantization = cfg.quantization == "mxfp8" ? "" : cfg.quantization;
+  bo.quantization = cfg.quantization;
   bo.kv_cache_dtype = cfg.kv_cache_dtype;
   if (bo.device == "cuda")
     bo.num_kv_pages = cfg.num_kv_pages;  // 0: sized from free GPU memory

@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "config/shard_layout.h"
+#include "model/backend.h"
 
 namespace m3 {
 namespace fs = std::filesystem;
@@ -48,9 +49,10 @@ void add_serve_flags(CLI::App& cmd, ServeConfig& c) {
   cmd.add_option("--kv-cache-dtype", c.kv_cache_dtype,
                  "auto | bfloat16 | fp8 (= fp8_e4m3: per-token, per-head scales; cpu backend so far)");
   cmd.add_option("--dtype", c.dtype, "auto | bfloat16");
-  cmd.add_option("--quantization,-q", c.quantization,
-                 "fp8: FP8 linear weights (MXFP8 blocks of 32), quantised at load from a bf16 checkpoint; mxfp8: "
-                 "the MXFP8 checkpoint's own (its default: FP8 on the GPU)");
+  cmd.add_option(
+      "--quantization,-q", c.quantization,
+      "fp8: FP8 linear weights (MXFP8 blocks of 32), quantised at load from a bf16 checkpoint; mxfp8: "
+      "the MXFP8 checkpoint's own (its default: FP8 on the GPU)");
   cmd.add_option("--reasoning-parser,--reasoning_parser", c.reasoning_parser,
                  "minimax_m3 | none (default for a MiniMax-M3 checkpoint: minimax_m3)");
   cmd.add_option("--tool-call-parser,--tool_parser,--tool-parser", c.tool_parser,
@@ -219,21 +221,9 @@ void finalize_serve_config(ServeConfig& c, const ModelConfig& model) {
                                           "size (" +
                                           std::to_string(model.msa.block_size) +
                                           "): KV pages are MSA blocks");
-  if (c.kv_cache_dtype != "auto" && c.kv_cache_dtype != "bfloat16" && c.kv_cache_dtype != "fp8" &&
-      c.kv_cache_dtype != "fp8_e4m3")
-    fail(ErrorKind::kInvalidArgument,
-         "--kv-cache-dtype '" + c.kv_cache_dtype + "' is not one of auto, bfloat16, fp8, fp8_e4m3");
+  validate_precision(c.quantization, c.kv_cache_dtype, model);
   if (c.dtype != "auto" && c.dtype != "bfloat16" && c.dtype != "bf16")
     fail(ErrorKind::kUnsupported, "--dtype '" + c.dtype + "' is not supported (auto | bfloat16)");
-  if (!c.quantization.empty()) {
-    const bool mx = model.weight_quant == WeightQuant::kMxfp8;
-    if (c.quantization != "fp8" && c.quantization != "mxfp8")
-      fail(ErrorKind::kInvalidArgument, "--quantization '" + c.quantization + "' is not one of fp8, mxfp8");
-    if (c.quantization == "mxfp8" && !mx)
-      fail(ErrorKind::kInvalidArgument,
-           "--quantization mxfp8 needs an MXFP8 checkpoint; this one is unquantized (use fp8 to quantise it "
-           "at load)");
-  }
   c.server.reasoning_parser = parser_enabled("--reasoning-parser", c.reasoning_parser, model);
   c.server.tool_parser = parser_enabled("--tool-call-parser", c.tool_parser, model);
   if (c.auto_tool_choice.value_or(false) && !c.server.tool_parser)

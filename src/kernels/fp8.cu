@@ -1,6 +1,7 @@
-// MXFP8 weight kernels (fp8.h): the device quantiser and dequantiser. The quantiser works on bf16 bit patterns
-// with integer exponent arithmetic, so it is bit-identical to loader/mxfp8.h whatever the float mode (no fp32
-// subnormal is ever produced or read); the dequantiser widens 16 weights per thread with fp8_widen.cuh.
+// MXFP8 weight kernels (fp8.h): the device quantiser and dequantiser. The quantiser works on bf16 bit
+// patterns with integer exponent arithmetic, so it is bit-identical to loader/mxfp8.h whatever the float mode
+// (no fp32 subnormal is ever produced or read); the dequantiser widens 16 weights per thread with
+// fp8_widen.cuh.
 #include "kernels/fp8.h"
 
 #include <cuda_fp8.h>
@@ -68,7 +69,8 @@ __global__ void quantize_kernel(const uint16_t* __restrict__ src, int64_t blocks
 // registers (fp8_widen.cuh, scale bytes <= kMaxFp8Scale) and stored as two 16-byte bf16 chunks.
 __global__ void dequantize_kernel(const uint4* __restrict__ w, const uint8_t* __restrict__ s, int64_t chunks,
                                   uint4* __restrict__ out) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < chunks; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < chunks;
+       i += int64_t(gridDim.x) * blockDim.x) {
     uint4 first, second;
     widen_e4m3x16(__ldg(w + i), fp8_scale_bf16x2(__ldg(s + i / 2)), first, second);
     out[2 * i] = first;

@@ -133,9 +133,9 @@ void moe_route_group(const float* x, const float* router, const float* bias, int
                      bool shared, float* logits, int32_t* ids, float* w, int32_t* counts, int32_t* offsets,
                      int32_t* rank, int32_t* slot_token, int32_t* active, unsigned* ticket, cudaStream_t s);
 // For each group e with counts[e] > 0: Y[offsets[e] + i] = W[e] . X[row_i] for i < counts[e], where row_i =
-// slot_token[offsets[e] + i] (or offsets[e] + i when slot_token is null). W: groups x [N, K] at element stride
-// w_stride, bf16 (W) or, when W8.w is set, MXFP8 (fp8.h; group g's scales at g x w_stride / 32; half the
-// bytes per pass; K and w_stride multiples of 32); X rows bf16 with stride ldx; K % 8 == 0, N % 16 == 0.
+// slot_token[offsets[e] + i] (or offsets[e] + i when slot_token is null). W: groups x [N, K] at element
+// stride w_stride, bf16 (W) or, when W8.w is set, MXFP8 (fp8.h; group g's scales at g x w_stride / 32; half
+// the bytes per pass; K and w_stride multiples of 32); X rows bf16 with stride ldx; K % 8 == 0, N % 16 == 0.
 // swiglu: W is interleaved gate/up and Y is bf16 act [slots, N / 2]; else Y is fp32 [slots, N]. With `active`
 // (moe_group's list) only the first min(groups, max_active) entries get CTAs (max_active: a host bound on
 // non-empty groups, e.g. T x k + 1), else every group does. max_count: a host bound on counts[e] (e.g. T);

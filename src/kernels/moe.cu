@@ -9,9 +9,9 @@
 #include <type_traits>
 
 #include "common/error.h"
-#include "kernels/kernels.h"
 #include "kernels/fp8.h"
 #include "kernels/fp8_widen.cuh"
+#include "kernels/kernels.h"
 #include "kernels/mma.cuh"
 
 namespace m3::cuda {
@@ -203,11 +203,11 @@ __device__ __forceinline__ float swiglu_oai(float gate, float up, float alpha, f
 
 constexpr int kGemvWarps = 4;  // 64 weight rows per CTA
 
-// Y[slot] = W[e] . X[row(slot)] for the count[e] slots of group e (dense: one group of `dense_count` rows when
-// counts is null). Swap-AB MMA: weight rows are M (16 per warp), tokens are N (8 per group). Each lane loads
-// 16 B of its two weight rows per chunk and the same columns of its token's row; every 8 columns are used as
-// two k16 steps under one consistent column permutation (the dot product does not depend on the order of
-// k). bf16 weights: 8 columns per 16 B, chunks of 32 columns; fp8 (kernels/fp8.h): 16 columns per 16 B,
+// Y[slot] = W[e] . X[row(slot)] for the count[e] slots of group e (dense: one group of `dense_count` rows
+// when counts is null). Swap-AB MMA: weight rows are M (16 per warp), tokens are N (8 per group). Each lane
+// loads 16 B of its two weight rows per chunk and the same columns of its token's row; every 8 columns are
+// used as two k16 steps under one consistent column permutation (the dot product does not depend on the order
+// of k). bf16 weights: 8 columns per 16 B, chunks of 32 columns; fp8 (kernels/fp8.h): 16 columns per 16 B,
 // widened in registers with the row's block scale (fp8_widen.cuh), chunks of 64 columns, so a pass reads half
 // the bytes. kSwiglu: W rows are gate/up interleaved in blocks of 8 (rows 16j..16j+7 = gate units 8j..,
 // rows 16j+8.. = up units 8j..), output act bf16 [slots, N/2]; else fp32 [slots, N]. kGemvGroups x 8 tokens
@@ -219,8 +219,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     grouped_gemv_kernel(const void* __restrict__ Wv, const uint8_t* __restrict__ S, int64_t w_stride, int N,
                         int K, const bf16* __restrict__ X, int ldx, const int32_t* __restrict__ slot_token,
                         const int32_t* __restrict__ counts, const int32_t* __restrict__ offsets,
-                        const int32_t* __restrict__ active, int dense_count, void* __restrict__ Y, float alpha,
-                        float limit) {
+                        const int32_t* __restrict__ active, int dense_count, void* __restrict__ Y,
+                        float alpha, float limit) {
   constexpr int kCols = kFp8 ? 16 : 8;  // columns per 16-byte load
   constexpr int kChunk = 4 * kCols;     // columns per chunk (the four lanes of a row)
   constexpr int kStep = 4 * kChunk;     // columns per iteration: 4 chunks, 8 loads in flight per lane
@@ -482,10 +482,15 @@ void launch_gemv(const void* W, const uint8_t* S, int64_t w_stride, int groups, 
     kernel<<<dim3((N + rows - 1) / rows, ys), kGemvWarps * 32, 0, s>>>(
         W, S, w_stride, N, K, X, ldx, slot_token, counts, offsets, active, dense_count, Y, alpha, limit);
   };
-  // Tokens per pass: as few as cover the bound (registers, hence warps per SM, grow with them). Experts: beyond
-  // 64 tokens one rarely holds more than 32, and extra passes re-read its weights. A dense layer holds all T.
-  const int groups8 = counts ? (max_count <= 8 ? 1 : max_count <= 64 ? 2 : 4)
-                             : (max_count <= 8 ? 1 : max_count <= 16 ? 2 : 4);
+  // Tokens per pass: as few as cover the bound (registers, hence warps per SM, grow with them). Experts:
+  // beyond 64 tokens one rarely holds more than 32, and extra passes re-read its weights. A dense layer holds
+  // all T.
+  const int groups8 = counts ? (max_count <= 8    ? 1
+                                : max_count <= 64 ? 2
+                                                  : 4)
+                             : (max_count <= 8    ? 1
+                                : max_count <= 16 ? 2
+                                                  : 4);
   auto pick = [&](auto swiglu_tag, auto fp8_tag) {
     constexpr bool kSwiglu = decltype(swiglu_tag)::value, kFp8 = decltype(fp8_tag)::value;
     if (split) {
@@ -523,8 +528,8 @@ void grouped_gemv(const bf16* W, Fp8Matrix W8, int64_t w_stride, int groups, int
                   void* Y, cudaStream_t s) {
   if (W8.w && (K % kFp8Block != 0 || w_stride % kFp8Block != 0))
     fail(ErrorKind::kInvalidArgument, "grouped_gemv: fp8 K and group stride must be multiples of 32");
-  launch_gemv(W8.w ? static_cast<const void*>(W8.w) : W, W8.w ? W8.s : nullptr, w_stride, groups, N, K, X, ldx,
-              slot_token, counts, offsets, active, max_active, max_count, swiglu, alpha, limit, Y, s);
+  launch_gemv(W8.w ? static_cast<const void*>(W8.w) : W, W8.w ? W8.s : nullptr, w_stride, groups, N, K, X,
+              ldx, slot_token, counts, offsets, active, max_active, max_count, swiglu, alpha, limit, Y, s);
 }
 
 void linear_gemv(const bf16* W, Fp8Matrix W8, int N, int K, const bf16* X, int T, float* Y, cudaStream_t s) {

@@ -55,6 +55,20 @@ std::unique_ptr<ModelBackend> load_backend(const std::string& model_dir, const B
   return load_shard(model_dir, options);
 }
 
+void validate_precision(const std::string& quantization, const std::string& kv_cache_dtype,
+                        const ModelConfig& model) {
+  if (!quantization.empty() && quantization != "fp8" && quantization != "mxfp8")
+    fail(ErrorKind::kInvalidArgument, "--quantization '" + quantization + "' is not one of fp8, mxfp8");
+  if (quantization == "mxfp8" && model.weight_quant != WeightQuant::kMxfp8)
+    fail(ErrorKind::kInvalidArgument,
+         "--quantization mxfp8 needs an MXFP8 checkpoint; this one is unquantized (use fp8 to quantise it at "
+         "load)");
+  const std::string& kv = kv_cache_dtype;
+  if (kv != "auto" && kv != "bfloat16" && kv != "fp8" && kv != "fp8_e4m3")
+    fail(ErrorKind::kInvalidArgument,
+         "--kv-cache-dtype '" + kv + "' is not one of auto, bfloat16, fp8, fp8_e4m3");
+}
+
 std::unique_ptr<ModelBackend> load_shard(const std::string& model_dir, const BackendOptions& options) {
   ModelConfig config = load_model_config(model_dir);
   std::shared_ptr<dist::Communicator> comm = options.comm ? options.comm : dist::local_communicator();
@@ -66,13 +80,10 @@ std::unique_ptr<ModelBackend> load_shard(const std::string& model_dir, const Bac
     fail(ErrorKind::kInvalidArgument,
          "--load-format '" + options.load_format + "' is not one of auto, safetensors, dummy");
   const bool dummy = options.load_format == "dummy";
-  if (!options.quantization.empty() && options.quantization != "fp8")
-    fail(ErrorKind::kInvalidArgument, "--quantization '" + options.quantization + "' is not one of fp8, mxfp8");
+  validate_precision(options.quantization, options.kv_cache_dtype, config);
   // FP8 asked of a bf16 checkpoint: quantised at load; an MXFP8 checkpoint already is.
   const bool quantize = options.quantization == "fp8" && config.weight_quant == WeightQuant::kNone;
   const std::string& kv = options.kv_cache_dtype;
-  if (kv != "auto" && kv != "bfloat16" && kv != "fp8" && kv != "fp8_e4m3")
-    fail(ErrorKind::kInvalidArgument, "--kv-cache-dtype '" + kv + "' is not one of auto, bfloat16, fp8, fp8_e4m3");
   const bool kv_fp8 = kv == "fp8" || kv == "fp8_e4m3";
   if (kv_fp8 && options.device != "cpu")
     fail(ErrorKind::kUnsupported, "--kv-cache-dtype " + kv + " is not implemented on the " + options.device +
@@ -117,7 +128,10 @@ std::unique_ptr<ModelBackend> load_shard(const std::string& model_dir, const Bac
     CpuWeights weights = load_cpu_weights(config, ckpt, shard, quantize);
     using P = CpuKvStorage::Precision;
     return std::make_unique<CpuModel>(std::move(config), std::move(weights), options.num_kv_pages, shard,
-                                      std::move(comm), kv_fp8 ? P::kFp8 : kv == "bfloat16" ? P::kBf16 : P::kF32);
+                                      std::move(comm),
+                                      kv_fp8             ? P::kFp8
+                                      : kv == "bfloat16" ? P::kBf16
+                                                         : P::kF32);
   }
   if (options.device == "scripted")  // testing: scripted outputs, no weights
     return std::make_unique<ScriptedBackend>(model_dir, options.script, options.num_kv_pages);

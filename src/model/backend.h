@@ -40,18 +40,24 @@ struct BackendOptions {
   bool enforce_eager = false;           // cuda: no CUDA graphs
   std::string load_format = "auto";     // auto | safetensors | dummy (cuda: random weights, no checkpoint)
   // Linear-layer weights: "" as the checkpoint stores them (an MXFP8 checkpoint stays FP8 on the GPU); "fp8":
-  // FP8 (MXFP8 blocks of 32) for a bf16 checkpoint too, quantised at load (loader/mxfp8.h).
+  // FP8 (MXFP8 blocks of 32) for a bf16 checkpoint too, quantised at load (loader/mxfp8.h); "mxfp8": the
+  // checkpoint's own MXFP8 (an error for any other checkpoint).
   std::string quantization;
   // KV cache precision: auto (CUDA bf16, CPU fp32) | bfloat16 | fp8 / fp8_e4m3 (K and V in e4m3 with a
   // per-token, per-head scale; the CPU backend so far).
   std::string kv_cache_dtype = "auto";
-  std::string script;                   // device "scripted": the response script (JSON)
+  std::string script;  // device "scripted": the response script (JSON)
   // The ranks the model is split over (tensor parallel; config/shard_layout.h). Null: one rank.
   std::shared_ptr<dist::Communicator> comm;
 };
 
 // Bytes one KV page takes on the CPU backend (K, V and, for MSA layers, index keys, over all layers).
 size_t cpu_kv_bytes_per_page(const ModelConfig& config);
+
+// Checks --quantization and --kv-cache-dtype against the model (errors name the flag); load_backend calls it,
+// and `m3 serve` before anything loads.
+void validate_precision(const std::string& quantization, const std::string& kv_cache_dtype,
+                        const ModelConfig& model);
 
 // Maps --device (auto | cpu | cuda) to a backend name; auto picks cuda when it is built and a GPU is present.
 std::string resolve_device(const std::string& requested);

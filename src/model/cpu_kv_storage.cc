@@ -31,7 +31,8 @@ void CpuKvStorage::store(int layer, int32_t page, int slot, const float* k, cons
   std::copy_n(k, kv_stride_, kd);
   std::copy_n(v, kv_stride_, vd);
   if (precision_ == Precision::kBf16) {
-    for (size_t i = 0; i < kv_stride_; ++i) kd[i] = bf16_to_f32(f32_to_bf16(kd[i])), vd[i] = bf16_to_f32(f32_to_bf16(vd[i]));
+    for (size_t i = 0; i < kv_stride_; ++i)
+      kd[i] = bf16_to_f32(f32_to_bf16(kd[i])), vd[i] = bf16_to_f32(f32_to_bf16(vd[i]));
   } else if (precision_ == Precision::kFp8) {
     for (size_t h = 0; h < kv_stride_; h += size_t(head_dim_)) {
       round_trip_fp8_vector(kd + h, head_dim_);

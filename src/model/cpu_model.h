@@ -45,7 +45,8 @@ class CpuModel : public ModelBackend {
  public:
   // kv: what the KV cache holds (model/cpu_kv_storage.h).
   CpuModel(ModelConfig config, CpuWeights weights, int num_kv_pages, const ShardLayout& shard,
-           std::shared_ptr<dist::Communicator> comm, CpuKvStorage::Precision kv = CpuKvStorage::Precision::kF32);
+           std::shared_ptr<dist::Communicator> comm,
+           CpuKvStorage::Precision kv = CpuKvStorage::Precision::kF32);
 
   const ModelConfig& config() const override { return config_; }
   const char* device_name() const override { return "cpu"; }

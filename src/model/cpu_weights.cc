@@ -7,7 +7,8 @@
 
 namespace m3 {
 
-CpuWeights load_cpu_weights(const ModelConfig& c, const Checkpoint& ckpt, const ShardLayout& shard, bool fp8) {
+CpuWeights load_cpu_weights(const ModelConfig& c, const Checkpoint& ckpt, const ShardLayout& shard,
+                            bool fp8) {
   const std::vector<WeightSpec> specs = weight_layout(c);
   const std::vector<std::string> names = resolve_weight_names(ckpt, specs);
   CpuWeights w;

@@ -87,16 +87,14 @@ void CudaModel::Impl::moe(const Layer& L, const bf16* x, const float* x32, int T
   bf16* act = buf<bf16>("moe.act", slots * I);
   float* y = buf<float>("moe.y", slots * H);
   cuda::moe_gather(x, ids, rank, offsets, T, K, H, xs, stream);
-  std::vector<LinearJob> up, down;
-  for (int e = 0, off = 0; e < E; off += hc[e++]) {
-    if (hc[e] == 0) continue;
-    up.push_back({xs + size_t(off) * H, hc[e], H, L.exp_w13.rows(size_t(e) * 2 * I, H), 2 * I,
-                  gu + size_t(off) * 2 * I});
-    down.push_back({act + size_t(off) * I, hc[e], I, L.exp_w2.rows(size_t(e) * H, I), H, y + size_t(off) * H});
-  }
-  linears(up);
+  for (int e = 0, off = 0; e < E; off += hc[e++])
+    if (hc[e] > 0)
+      linear(xs + size_t(off) * H, hc[e], H, L.exp_w13.rows(size_t(e) * 2 * I, H), 2 * I,
+             gu + size_t(off) * 2 * I);
   cuda::swiglu_interleaved(gu, int64_t(slots), I, c.swiglu_alpha, c.swiglu_limit, act, stream);
-  linears(down);
+  for (int e = 0, off = 0; e < E; off += hc[e++])
+    if (hc[e] > 0)
+      linear(act + size_t(off) * I, hc[e], I, L.exp_w2.rows(size_t(e) * H, I), H, y + size_t(off) * H);
   cuda::moe_combine(y, ids, w, rank, offsets, T, K, H, c.routed_scaling_factor, shared, E, out, stream);
 }
 

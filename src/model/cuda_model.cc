@@ -66,44 +66,9 @@ void CudaModel::Impl::linear(const bf16* A, int T, int K, const Weight& W, int N
   if (T <= kFp8GemvMaxTokens && N % 16 == 0) return cuda::linear_gemv(nullptr, W.mx(), N, K, A, T, C, stream);
   // Prefill-sized: the weights widened to bf16 (exact), then the bf16 GEMM. An FP8 GEMM reading the weights
   // directly measured slower than this (docs/performance.md).
-  bf16* wide = buf<bf16>("fp8.wide0", size_t(N) * K);
+  bf16* wide = buf<bf16>("fp8.wide", size_t(N) * K);
   cuda::dequantize_mxfp8(W.mx(), N, K, wide, stream);
   gemm(A, T, K, wide, N, C);
-}
-
-void CudaModel::Impl::linears(const std::vector<LinearJob>& jobs) {
-  bool pipelined = jobs.size() > 1;
-  size_t widest = 0;
-  for (const LinearJob& j : jobs) {
-    pipelined &= j.W.fp8() && j.T > kFp8GemvMaxTokens;
-    widest = std::max(widest, size_t(j.N) * j.K);
-  }
-  if (!pipelined) {
-    for (const LinearJob& j : jobs) linear(j.A, j.T, j.K, j.W, j.N, j.C);
-    return;
-  }
-  if (!side) {
-    M3_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
-    for (cudaEvent_t* e : {&side_start, &widened[0], &widened[1], &consumed[0], &consumed[1]})
-      M3_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
-  }
-  bf16* wide[2] = {buf<bf16>("fp8.wide0", widest), buf<bf16>("fp8.wide1", widest)};
-  M3_CUDA_CHECK(cudaEventRecord(side_start, stream));  // the slabs' last readers are on the main stream
-  M3_CUDA_CHECK(cudaStreamWaitEvent(side, side_start));
-  auto widen = [&](size_t i) {
-    const int b = int(i % 2);
-    if (i >= 2) M3_CUDA_CHECK(cudaStreamWaitEvent(side, consumed[b]));  // GEMM i - 2 has read this slab
-    cuda::dequantize_mxfp8(jobs[i].W.mx(), jobs[i].N, jobs[i].K, wide[b], side);
-    M3_CUDA_CHECK(cudaEventRecord(widened[b], side));
-  };
-  widen(0);
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    if (i + 1 < jobs.size()) widen(i + 1);
-    const int b = int(i % 2);
-    M3_CUDA_CHECK(cudaStreamWaitEvent(stream, widened[b]));
-    gemm(jobs[i].A, jobs[i].T, jobs[i].K, wide[b], jobs[i].N, jobs[i].C);
-    M3_CUDA_CHECK(cudaEventRecord(consumed[b], stream));
-  }
 }
 
 void CudaModel::Impl::gemm_f32(const float* A, int T, int K, const float* W, int N, float* C) {

@@ -27,10 +27,10 @@ struct CudaModelOptions {
   int max_num_seqs = 256;               // largest decode batch: the top CUDA-graph bucket
   int64_t max_model_len = 0;            // 0: the model's max_position_embeddings
   bool cuda_graphs = true;              // --enforce-eager turns them off
-  // "" : linear weights as the checkpoint stores them (MXFP8 stays FP8); "fp8": FP8 weights, quantised at load
-  // from a bf16 checkpoint (or generated so with synthetic weights).
+  // "" : linear weights as the checkpoint stores them (MXFP8 stays FP8); "fp8": FP8 weights, quantised at
+  // load from a bf16 checkpoint (or generated so with synthetic weights).
   std::string quantization;
-  int device = 0;                       // CUDA device of this rank
+  int device = 0;  // CUDA device of this rank
   // Several ranks: this rank's shard, and the ranks (their host communicator carries NCCL's unique id).
   std::optional<ShardLayout> shard;
   std::shared_ptr<dist::Communicator> ranks;

@@ -79,9 +79,6 @@ struct CudaModel::Impl {
   std::shared_ptr<dist::DeviceCommunicator> nccl;  // the device collectives; null with one rank
   size_t weight_bytes = 0;
   cudaStream_t stream = nullptr;
-  // FP8 prefill: a side stream widens the next GEMM's weights while the current one runs (linears()).
-  cudaStream_t side = nullptr;
-  cudaEvent_t side_start = nullptr, widened[2] = {}, consumed[2] = {};
   cublasHandle_t blas = nullptr;
   void* blas_workspace = nullptr;
   std::vector<void*> owned;     // weights
@@ -141,16 +138,6 @@ struct CudaModel::Impl {
   void gemm(const bf16* A, int T, int K, const bf16* W, int N, float* C);
   // The same for bf16 or FP8 weights: cuBLAS, or for FP8 the GEMV / widening + cuBLAS by batch size.
   void linear(const bf16* A, int T, int K, const Weight& W, int N, float* C);
-  // A run of linear layers (one per expert): for FP8 weights at prefill sizes the widening of job i + 1 runs
-  // on the side stream during job i's GEMM, through two scratch slabs.
-  struct LinearJob {
-    const bf16* A;
-    int T, K;
-    Weight W;
-    int N;
-    float* C;
-  };
-  void linears(const std::vector<LinearJob>& jobs);
   void gemm_f32(const float* A, int T, int K, const float* W, int N, float* C);
 
   // cuda_weights.cc

@@ -39,9 +39,10 @@ struct Placement {
   size_t bytes() const { return rows * (data.row_bytes + scale.row_bytes); }
 };
 
-// Copies `rows` rows starting at row0 of a tensor to its target; interleaved halves move in whole 8-row blocks.
-void copy_rows(const Target& t, Interleave mode, size_t row0, const void* src, size_t rows, cudaMemcpyKind kind,
-               cudaStream_t s) {
+// Copies `rows` rows starting at row0 of a tensor to its target; interleaved halves move in whole 8-row
+// blocks.
+void copy_rows(const Target& t, Interleave mode, size_t row0, const void* src, size_t rows,
+               cudaMemcpyKind kind, cudaStream_t s) {
   if (rows == 0) return;
   uint8_t* base = static_cast<uint8_t*>(t.dst);
   if (mode == Interleave::kNone) {
@@ -54,7 +55,18 @@ void copy_rows(const Target& t, Interleave mode, size_t row0, const void* src, s
 }
 
 // The fused weight slabs of a layer a linear tensor feeds (kNotLinear: norms, router, embedding, LM head).
-enum Slab { kSlabIn, kSlabO, kSlabMlp13, kSlabMlp2, kSlabExp13, kSlabExp2, kSlabSh13, kSlabSh2, kSlabs, kNotLinear };
+enum Slab {
+  kSlabIn,
+  kSlabO,
+  kSlabMlp13,
+  kSlabMlp2,
+  kSlabExp13,
+  kSlabExp2,
+  kSlabSh13,
+  kSlabSh2,
+  kSlabs,
+  kNotLinear
+};
 Slab slab_of(WeightRole r, bool shared_fused) {
   switch (r) {
     case WeightRole::kQ:
@@ -105,8 +117,8 @@ const uint8_t* gather(const uint8_t* src, size_t row_bytes, const TensorCut& cut
 
 // This rank's rows of checkpoint tensor `name` in the form its placement takes: bf16 / fp32 as stored or
 // converted, MXFP8 as stored (with its scales) or quantised here (loader/mxfp8.h).
-HostRows host_rows(const ModelConfig& c, const Checkpoint& ckpt, const std::string& name, const WeightSpec& spec,
-                   const TensorCut& cut, const Placement& p) {
+HostRows host_rows(const ModelConfig& c, const Checkpoint& ckpt, const std::string& name,
+                   const WeightSpec& spec, const TensorCut& cut, const Placement& p) {
   HostRows h;
   const TensorRef& ref = ckpt.at(name);
   const bool same_shape = ref.info->shape == spec.shape;
@@ -125,8 +137,8 @@ HostRows host_rows(const ModelConfig& c, const Checkpoint& ckpt, const std::stri
     const std::vector<int64_t> scale_shape{spec.shape[0], spec.shape[1] / cuda::kFp8Block};
     const TensorRef* sref = ckpt.has(scale_name) ? &ckpt.at(scale_name) : nullptr;
     if (!sref || sref->info->dtype != DType::kU8 || sref->info->shape != scale_shape)
-      fail(ErrorKind::kCorruptData, "tensor '" + name + "' is fp8-e4m3 but has no U8 companion '" + scale_name +
-                                        "' of shape " + shape_string(scale_shape));
+      fail(ErrorKind::kCorruptData, "tensor '" + name + "' is fp8-e4m3 but has no U8 companion '" +
+                                        scale_name + "' of shape " + shape_string(scale_shape));
     h.data = gather(ref.file->tensor_data(*ref.info), full_cols, cut, p.rows, 1, 1, h.data_buf);
     h.scale = gather(sref->file->tensor_data(*sref->info), full_cols / cuda::kFp8Block, cut, p.rows, 1,
                      cuda::kFp8Block, h.scale_buf);
@@ -238,9 +250,6 @@ CudaModel::Impl::~Impl() {
   if (blas_workspace) cudaFree(blas_workspace);
   if (blas) cublasDestroy(blas);
   if (stream) cudaStreamDestroy(stream);
-  if (side) cudaStreamDestroy(side);
-  for (cudaEvent_t e : {side_start, widened[0], widened[1], consumed[0], consumed[1]})
-    if (e) cudaEventDestroy(e);
 }
 
 Weight CudaModel::Impl::own_weight(size_t rows, int K, bool fp8) {
@@ -267,7 +276,8 @@ static void generate_weights(CudaModel::Impl& m, const std::vector<WeightSpec>& 
       cuda::fill_random(p.data.dst, p.fp32, int64_t(n), key, scale, m.stream);
       continue;
     }
-    uint8_t* tmp = static_cast<uint8_t*>(m.scratch_alloc_tmp(n * 2 + (p.fp8() ? n + n / cuda::kFp8Block : 0)));
+    uint8_t* tmp =
+        static_cast<uint8_t*>(m.scratch_alloc_tmp(n * 2 + (p.fp8() ? n + n / cuda::kFp8Block : 0)));
     cuda::fill_random(tmp, false, int64_t(n), key, scale, m.stream);
     if (p.fp8()) {
       uint8_t *q = tmp + n * 2, *sc = q + n;
@@ -302,11 +312,13 @@ void CudaModel::Impl::load_weights(const Checkpoint* ckpt, uint64_t random_seed)
   // dequantised, exactly).
   const bool online = opt.quantization == "fp8";
   std::vector<std::array<bool, kSlabs>> fp8(c.num_layers);
-  for (auto& f : fp8) f.fill(online || (ckpt && c.weight_quant == WeightQuant::kMxfp8 && c.quant_block == 32));
+  for (auto& f : fp8)
+    f.fill(online || (ckpt && c.weight_quant == WeightQuant::kMxfp8 && c.quant_block == 32));
   if (ckpt && !online)
     for (size_t i = 0; i < specs.size(); ++i) {
       const Slab sl = slab_of(specs[i].role, shared_fused);
-      if (sl != kNotLinear && ckpt->at(names[i]).info->dtype != DType::kF8E4M3) fp8[specs[i].layer][sl] = false;
+      if (sl != kNotLinear && ckpt->at(names[i]).info->dtype != DType::kF8E4M3)
+        fp8[specs[i].layer][sl] = false;
     }
   const int slab_k[kSlabs] = {H, Hq * D, H, dense_i, H, I, H, shared_i};
   int fp8_slabs = 0, slabs = 0;
@@ -314,9 +326,10 @@ void CudaModel::Impl::load_weights(const Checkpoint* ckpt, uint64_t random_seed)
     for (int sl = 0; sl < kSlabs; ++sl) {
       if (!fp8[l][sl]) continue;
       if (slab_k[sl] % cuda::kFp8Block != 0)
-        fail(ErrorKind::kUnsupported, "FP8 weights need every linear layer's input width (per rank) to be a "
-                                      "multiple of 32; layer " + std::to_string(l) + " has " +
-                                      std::to_string(slab_k[sl]));
+        fail(ErrorKind::kUnsupported,
+             "FP8 weights need every linear layer's input width (per rank) to be a "
+             "multiple of 32; layer " +
+                 std::to_string(l) + " has " + std::to_string(slab_k[sl]));
     }
 
   for (int l = 0; l < c.num_layers; ++l) {  // the fused allocations
@@ -461,7 +474,9 @@ void CudaModel::Impl::load_weights(const Checkpoint* ckpt, uint64_t random_seed)
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log_info("cuda: ", ckpt ? "loaded " : "generated ", specs.size(), " tensors, ", total / 1e9, " GB in ",
            secs, " s (", total / 1e9 / secs, " GB/s); linear weights ",
-           fp8_slabs == 0 ? "bf16" : fp8_slabs == slabs ? "fp8 (MXFP8)" : "fp8 (MXFP8) and bf16",
+           fp8_slabs == 0       ? "bf16"
+           : fp8_slabs == slabs ? "fp8 (MXFP8)"
+                                : "fp8 (MXFP8) and bf16",
            online && ckpt ? ", quantised at load" : "");
 }
 

@@ -158,7 +158,8 @@ TEST(GenerateCliErrors, BadFlagsAndModelsAreNamed) {
   EXPECT_NE(missing.status, 0);
   EXPECT_NE(missing.err.find("/nonexistent/model"), std::string::npos) << missing.err;
   const std::string one = "{\"prompt_token_ids\": [1, 2, 3], \"max_tokens\": 2}\n";
-  CliRun bad_quant = m3_generate("--model " + fixture_model_dir("m3-tiny-msa") + " --device cpu -q int4", one);
+  CliRun bad_quant =
+      m3_generate("--model " + fixture_model_dir("m3-tiny-msa") + " --device cpu -q int4", one);
   EXPECT_NE(bad_quant.status, 0);
   EXPECT_NE(bad_quant.err.find("--quantization 'int4'"), std::string::npos) << bad_quant.err;
   CliRun bad_kv =
@@ -170,7 +171,8 @@ TEST(GenerateCliErrors, BadFlagsAndModelsAreNamed) {
   EXPECT_EQ(fp8_kv.status, 0) << fp8_kv.err;
   EXPECT_EQ(fp8_kv.lines.size(), 1u);
   // m3-tiny-hf-sharded's shared expert is 48 wide: its down projection is not whole blocks of 32 inputs.
-  CliRun odd = m3_generate("--model " + fixture_model_dir("m3-tiny-hf-sharded") + " --device cpu -q fp8", one);
+  CliRun odd =
+      m3_generate("--model " + fixture_model_dir("m3-tiny-hf-sharded") + " --device cpu -q fp8", one);
   EXPECT_NE(odd.status, 0);
   EXPECT_NE(odd.err.find("shared_experts.down_proj.weight"), std::string::npos) << odd.err;
 }

@@ -1,7 +1,7 @@
 // FP8 weights on the CPU reference. The quantiser against the MXFP8 checkpoint's own format (its dequantised
 // weights are fixed points of loader/mxfp8.h), and `--quantization fp8` of bf16 checkpoints against
-// transformers' bf16 outputs (a coarse bound: FP8 weights are a different model; the GPU suite checks the CUDA
-// backend's FP8 path against this CPU one exactly).
+// transformers' bf16 outputs (a coarse bound: FP8 weights are a different model; the GPU suite checks the
+// CUDA backend's FP8 path against this CPU one exactly).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,7 +29,8 @@ TEST(Fp8Weights, Mxfp8CheckpointIsAFixedPointOfTheQuantiser) {
     EXPECT_EQ(a.o, b.o) << "layer " << l;
     EXPECT_EQ(a.index_k, b.index_k) << "layer " << l;
     EXPECT_EQ(a.shared_down, b.shared_down) << "layer " << l;
-    for (size_t e = 0; e < a.expert_up.size(); ++e) EXPECT_EQ(a.expert_up[e], b.expert_up[e]) << l << "/" << e;
+    for (size_t e = 0; e < a.expert_up.size(); ++e)
+      EXPECT_EQ(a.expert_up[e], b.expert_up[e]) << l << "/" << e;
     compared += a.q.size() + a.o.size();
   }
   EXPECT_GT(compared, 0u);
@@ -63,14 +64,16 @@ TEST_P(Fp8Golden, OnlineFp8StaysNearTheBf16Reference) {
   }
   const auto logits = run.step(work), logits_exact = run_exact.step(work_exact);
   for (size_t p = 0; p < golden.size(); ++p) {
-    EXPECT_LT(rel_error(logits_exact[p], golden[p].prefill_last_logits), 1e-4) << "bf16 matches, prompt " << p;
+    EXPECT_LT(rel_error(logits_exact[p], golden[p].prefill_last_logits), 1e-4)
+        << "bf16 matches, prompt " << p;
     const double err = rel_error(logits[p], golden[p].prefill_last_logits);
     EXPECT_LT(err, kFp8LogitTol) << "prompt " << p;
     EXPECT_GT(err, 1e-3) << "FP8 weights must change the logits, prompt " << p;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Fp8Golden, ::testing::Values("m3-tiny-msa", "m3-tiny-block128"), test_name);
+INSTANTIATE_TEST_SUITE_P(Fixtures, Fp8Golden, ::testing::Values("m3-tiny-msa", "m3-tiny-block128"),
+                         test_name);
 
 }  // namespace
 }  // namespace m3::testing
@@ -129,15 +132,17 @@ class Fp8KvCache : public ::testing::TestWithParam<const char*> {};
 TEST_P(Fp8KvCache, RoundsMoreThanBf16AndStaysRelated) {
   const KvDrift f = kv_drift(GetParam(), "fp8"), b = kv_drift(GetParam(), "bfloat16");
   RecordProperty("fp8_worst_logit_rel_error", std::to_string(f.worst));
-  RecordProperty("fp8_msa_selections_changed", std::to_string(f.changed) + "/" + std::to_string(f.selections));
-  RecordProperty("bf16_msa_selections_changed", std::to_string(b.changed) + "/" + std::to_string(b.selections));
+  RecordProperty("fp8_msa_selections_changed",
+                 std::to_string(f.changed) + "/" + std::to_string(f.selections));
+  RecordProperty("bf16_msa_selections_changed",
+                 std::to_string(b.changed) + "/" + std::to_string(b.selections));
   EXPECT_GT(f.worst, b.worst) << "e4m3 rounds more than bf16";
   EXPECT_GT(b.worst, 0.0) << "the bf16 cache must round something";
   EXPECT_LT(f.worst, 1.0) << "an FP8 cache whose logits are unrelated to the exact ones is broken";
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Fp8KvCache, ::testing::Values("m3-tiny-block128", "m3-tiny-mxfp8-block128"),
-                         test_name);
+INSTANTIATE_TEST_SUITE_P(Fixtures, Fp8KvCache,
+                         ::testing::Values("m3-tiny-block128", "m3-tiny-mxfp8-block128"), test_name);
 
 }  // namespace
 }  // namespace m3::testing

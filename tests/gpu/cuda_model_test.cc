@@ -170,8 +170,8 @@ std::vector<int32_t> random_prompt(int n, int vocab, uint32_t seed) {
 }
 
 // Ragged batch, chunked prefill across page boundaries, then decode: CUDA vs CPU on identical inputs (with
-// quantization "fp8": both hold the same FP8 weights; the CUDA backend runs its FP8 GEMVs for the decode steps
-// and its FP8 GEMM for the chunks).
+// quantization "fp8": both hold the same FP8 weights; the CUDA backend runs its FP8 GEMVs for the decode
+// steps and its FP8 GEMM for the chunks).
 void ragged_chunked_vs_cpu(const std::vector<const char*>& names, const std::string& quantization) {
   for (const char* name : names) {
     auto gpu = load_cuda(name, 512, quantization);
@@ -219,8 +219,9 @@ void ragged_chunked_vs_cpu(const std::vector<const char*>& names, const std::str
     int clean = 0;
     for (int f : flipped) clean += f == 0;
     EXPECT_GE(clean, 1) << name << ": no sequence left to compare strictly";
-    ::testing::Test::RecordProperty(std::string("flips_") + name + (quantization.empty() ? "" : "_" + quantization),
-                   std::to_string(flips) + "/" + std::to_string(total));
+    ::testing::Test::RecordProperty(
+        std::string("flips_") + name + (quantization.empty() ? "" : "_" + quantization),
+        std::to_string(flips) + "/" + std::to_string(total));
   }
 }
 
@@ -234,9 +235,9 @@ TEST(CudaVsCpu, RaggedChunkedBatchFp8Weights) {
   ragged_chunked_vs_cpu({"m3-tiny-msa", "m3-tiny-block128"}, "fp8");
 }
 
-// Long context with the real block size 128 / top-k 16: 8K, 16K and 32K-token prompts, chunked as the scheduler
-// would (8192-token chunks), logits and hidden states vs the CPU reference; MSA selections mostly agree (bf16
-// index keys may flip near-ties).
+// Long context with the real block size 128 / top-k 16: 8K, 16K and 32K-token prompts, chunked as the
+// scheduler would (8192-token chunks), logits and hidden states vs the CPU reference; MSA selections mostly
+// agree (bf16 index keys may flip near-ties).
 void long_context_vs_cpu(const std::vector<int>& lens, const std::string& quantization) {
   auto gpu = load_cuda("m3-tiny-block128", 600, quantization);
   auto cpu = load_fixture("m3-tiny-block128", 600, quantization);
@@ -270,7 +271,8 @@ void long_context_vs_cpu(const std::vector<int>& lens, const std::string& quanti
       agree += argmax(a) == argmax(b);
       ids.push_back(argmax(b));
     }
-    ::testing::Test::RecordProperty("decode_agree_" + std::to_string(len) + (quantization.empty() ? "" : "_" + quantization), agree);
+    ::testing::Test::RecordProperty(
+        "decode_agree_" + std::to_string(len) + (quantization.empty() ? "" : "_" + quantization), agree);
   }
 }
 

@@ -1,6 +1,7 @@
 // The GEMVs with MXFP8 weights against a host reference on the dequantised weights: the dense linear GEMV
-// (decode-sized linear layers, bf16 and fp8; K split over a CTA's warps or not) and the grouped expert GEMV (SwiGLU-OAI gate/up and the down
-// projection) over groups of 0..40 tokens, with scales spread over 2^-20..2^3 and e4m3 subnormals in use.
+// (decode-sized linear layers, bf16 and fp8; K split over a CTA's warps or not) and the grouped expert GEMV
+// (SwiGLU-OAI gate/up and the down projection) over groups of 0..40 tokens, with scales spread over
+// 2^-20..2^3 and e4m3 subnormals in use.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,7 +37,8 @@ Mx random_mx(int64_t rows, int K, std::mt19937& rng) {
     }
     EXPECT_TRUE(quantize_mxfp8_row(row.data(), K, &m.q[size_t(r) * K], &m.s[size_t(r) * K / 32]));
     for (int k = 0; k < K; ++k)
-      m.deq[size_t(r) * K + k] = f8e4m3_to_f32(m.q[size_t(r) * K + k]) * e8m0_to_f32(m.s[size_t(r) * K / 32 + k / 32]);
+      m.deq[size_t(r) * K + k] =
+          f8e4m3_to_f32(m.q[size_t(r) * K + k]) * e8m0_to_f32(m.s[size_t(r) * K / 32 + k / 32]);
   }
   return m;
 }
@@ -67,8 +69,8 @@ TEST_P(LinearGemv, MatchesHost) {
   DeviceBuffer<bf16> dw(wb), dx(x);
   DeviceBuffer<float> dy(size_t(T) * N);
   dy.fill_bytes(0xff);
-  cuda::linear_gemv(dw.get(), fp8 ? cuda::Fp8Matrix{dq.get(), ds.get()} : cuda::Fp8Matrix{}, N, K, dx.get(), T,
-                    dy.get(), nullptr);
+  cuda::linear_gemv(dw.get(), fp8 ? cuda::Fp8Matrix{dq.get(), ds.get()} : cuda::Fp8Matrix{}, N, K, dx.get(),
+                    T, dy.get(), nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<float> y = dy.download();
   for (int t = 0; t < T; ++t)
@@ -110,8 +112,9 @@ TEST(GroupedGemvFp8, SwigluAndDownMatchHost) {
   DeviceBuffer<int32_t> dcounts(std::vector<int32_t>(counts.begin(), counts.end())),
       doffsets(std::vector<int32_t>(offsets.begin(), offsets.end())), dslot(slot_token);
   y.fill_bytes(0xff);
-  cuda::grouped_gemv(nullptr, {q13.get(), s13.get()}, int64_t(2) * I * H, G, 2 * I, H, dx.get(), H, dslot.get(),
-                     dcounts.get(), doffsets.get(), nullptr, 0, 40, true, alpha, limit, act.get(), nullptr);
+  cuda::grouped_gemv(nullptr, {q13.get(), s13.get()}, int64_t(2) * I * H, G, 2 * I, H, dx.get(), H,
+                     dslot.get(), dcounts.get(), doffsets.get(), nullptr, 0, 40, true, alpha, limit,
+                     act.get(), nullptr);
   cuda::grouped_gemv(nullptr, {q2.get(), s2.get()}, int64_t(H) * I, G, H, I, act.get(), I, nullptr,
                      dcounts.get(), doffsets.get(), nullptr, 0, 40, false, 0, 0, y.get(), nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -128,7 +131,8 @@ TEST(GroupedGemvFp8, SwigluAndDownMatchHost) {
           const double pu = double(w13.deq[up_row * H + k]) * __bfloat162float(xr[k]);
           gate += pg, up += pu, abs_terms += std::fabs(pg) + std::fabs(pu);
         }
-        const double gc = std::min(gate, double(limit)), uc = std::max(-double(limit), std::min(up, double(limit)));
+        const double gc = std::min(gate, double(limit)),
+                     uc = std::max(-double(limit), std::min(up, double(limit)));
         const double want = (uc + 1.0) * gc / (1.0 + std::exp(-alpha * gc));
         // bf16 rounding of the output, plus fp32 accumulation error times the SwiGLU slope (<= limit + 2)
         EXPECT_NEAR(__bfloat162float(a[size_t(i) * I + u]), want, 8e-3 * std::fabs(want) + 1e-4 * abs_terms)
@@ -137,7 +141,8 @@ TEST(GroupedGemvFp8, SwigluAndDownMatchHost) {
       for (int n = 0; n < H; ++n) {  // the down projection of the kernel's own act row
         double want = 0, abs_terms = 0;
         for (int k = 0; k < I; ++k) {
-          const double p = double(w2.deq[(size_t(g) * H + n) * I + k]) * __bfloat162float(a[size_t(i) * I + k]);
+          const double p =
+              double(w2.deq[(size_t(g) * H + n) * I + k]) * __bfloat162float(a[size_t(i) * I + k]);
           want += p, abs_terms += std::fabs(p);
         }
         expect_dot(out[size_t(i) * H + n], want, abs_terms, "down slot " + std::to_string(i));

@@ -79,7 +79,8 @@ TEST(Fp8Kernels, QuantizeMatchesHostBitForBit) {
   }
   DeviceBuffer<uint16_t> dx(x);
   DeviceBuffer<uint8_t> dw(x.size()), ds(x.size() / 32);
-  cuda::quantize_mxfp8(reinterpret_cast<const __nv_bfloat16*>(dx.get()), rows, K, dw.get(), ds.get(), nullptr);
+  cuda::quantize_mxfp8(reinterpret_cast<const __nv_bfloat16*>(dx.get()), rows, K, dw.get(), ds.get(),
+                       nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const auto w = dw.download(), s = ds.download();
   int bad = 0;
@@ -113,7 +114,8 @@ TEST(Fp8Kernels, DequantizeIsExact) {
   for (auto& e : s) e = uint8_t(90 + rng() % (cuda::kMaxFp8Scale - 90 + 1));  // up to the largest taken
   DeviceBuffer<uint8_t> dw(w), ds(s);
   DeviceBuffer<uint16_t> dout(w.size());
-  cuda::dequantize_mxfp8({dw.get(), ds.get()}, rows, K, reinterpret_cast<__nv_bfloat16*>(dout.get()), nullptr);
+  cuda::dequantize_mxfp8({dw.get(), ds.get()}, rows, K, reinterpret_cast<__nv_bfloat16*>(dout.get()),
+                         nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const auto out = dout.download();
   for (size_t i = 0; i < w.size(); ++i) {

@@ -34,7 +34,8 @@ std::vector<GoldenPrompt> load_golden(const std::string& name) {
 }
 
 std::unique_ptr<ModelBackend> load_fixture(const std::string& name, int num_pages,
-                                           const std::string& quantization, const std::string& kv_cache_dtype) {
+                                           const std::string& quantization,
+                                           const std::string& kv_cache_dtype) {
   BackendOptions o;
   o.device = "cpu";
   o.num_kv_pages = num_pages;
