@@ -6,6 +6,8 @@
 // bf16 tensor peak. Launches go through paged_attention (the launcher's own split-K choice, noted per row);
 // attention_decode_splits re-times B = 1 decode at fixed split counts, to check the split heuristic;
 // msa_prefill_layer times a whole MSA layer's chunked prefill (index scoring, selection, sparse attention).
+// The decode rows run on bf16 and on FP8 pages ("kv=fp8": e4m3 + an fp32 scale per token and KV head, the
+// floor counting those bytes); dense decode also at L = 128K, where the K/V bytes are the whole cost.
 #include <algorithm>
 #include <random>
 #include <string>
@@ -58,7 +60,8 @@ struct Problem {
   cuda::AttentionTiles tiles{};
   int T = 0, max_kv_len = 0;
   float* q = nullptr;
-  bf16 *k = nullptr, *v = nullptr, *out = nullptr;
+  bf16* out = nullptr;
+  cuda::KvPages kv;        // bf16 or FP8 pages
   int32_t* sel = nullptr;  // null: dense
   float* ws = nullptr;
   int splits = 1;
@@ -68,7 +71,8 @@ struct Problem {
 // `share`: take the cache, q, output and workspace of that problem (same token count and pages) instead.
 Problem make_problem(Arena& a, const std::vector<std::pair<int, int>>& seqs,
                      const std::vector<int32_t>& table, int max_blocks, int pages,
-                     const std::vector<int32_t>* selection, uint64_t seed, const Problem* share = nullptr) {
+                     const std::vector<int32_t>* selection, uint64_t seed, const Problem* share = nullptr,
+                     bool fp8 = false) {
   Problem pr;
   std::vector<int32_t> seq, pos;
   std::vector<cuda::TokenRange> ranges;
@@ -86,21 +90,32 @@ Problem make_problem(Arena& a, const std::vector<std::pair<int, int>>& seqs,
   pr.tiles = {upload(a, plan.tiles), int(plan.tiles.size()), plan.max_tokens};
   if (selection) pr.sel = upload(a, *selection);
   const bool sparse = selection != nullptr;
-  pr.splits = cuda::paged_attention_splits(pr.tiles, kHq, kHkv, kDim, kPage, sparse, kTopk, pr.max_kv_len);
+  pr.splits =
+      cuda::paged_attention_splits(pr.tiles, kHq, kHkv, kDim, kPage, sparse, kTopk, pr.max_kv_len, fp8);
   if (share != nullptr) {
-    pr.k = share->k, pr.v = share->v, pr.q = share->q, pr.out = share->out, pr.ws = share->ws;
+    pr.kv = share->kv, pr.q = share->q, pr.out = share->out, pr.ws = share->ws;
     return pr;
   }
   const size_t cache = size_t(pages) * kPage * kSlotElems;
-  pr.k = a.get<bf16>(cache);
-  pr.v = a.get<bf16>(cache);
-  a.fill_bf16(pr.k, cache, 1.0f, seed);
-  a.fill_bf16(pr.v, cache, 1.0f, seed + 1);
+  if (fp8) {
+    uint8_t *k8 = a.get<uint8_t>(cache), *v8 = a.get<uint8_t>(cache);
+    float *ks = a.get<float>(cache / kDim), *vs = a.get<float>(cache / kDim);
+    cuda::fill_random_e4m3(k8, int64_t(cache), seed << 40, 1.0f, nullptr);
+    cuda::fill_random_e4m3(v8, int64_t(cache), (seed + 1) << 40, 1.0f, nullptr);
+    a.fill_f32(ks, cache / kDim, 0.1f, seed + 3);
+    a.fill_f32(vs, cache / kDim, 0.1f, seed + 4);
+    pr.kv = {nullptr, nullptr, k8, v8, ks, vs};
+  } else {
+    bf16 *k = a.get<bf16>(cache), *v = a.get<bf16>(cache);
+    a.fill_bf16(k, cache, 1.0f, seed);
+    a.fill_bf16(v, cache, 1.0f, seed + 1);
+    pr.kv = {k, v};
+  }
   pr.q = a.get<float>(size_t(pr.T) * kHq * kDim);
   a.fill_f32(pr.q, size_t(pr.T) * kHq * kDim, 1.0f, seed + 2);
   pr.out = a.get<bf16>(size_t(pr.T) * kHq * kDim);
   const size_t ws = cuda::paged_attention_workspace_floats(pr.tiles, pr.T, kHq, kHkv, kDim, kPage, sparse,
-                                                           kTopk, pr.max_kv_len);
+                                                           kTopk, pr.max_kv_len, fp8);
   // Room for the fixed-split sweep too (32 splits at most).
   const size_t ws_max = std::max(ws, cuda::attention_workspace_floats(pr.T, kHq, kDim, 32));
   pr.ws = a.get<float>(ws_max);
@@ -113,11 +128,11 @@ double time_problem(const Problem& pr, const Options& opts, int splits = 0) {
   return time_us(
       [&](cudaStream_t s) {
         if (splits == 0)
-          cuda::paged_attention(pr.q, pr.k, pr.v, pr.meta, pr.sel, kTopk, pr.tiles, pr.T, kHq, kHkv, kDim,
-                                kPage, pr.max_kv_len, scale, pr.ws, pr.out, s);
+          cuda::paged_attention(pr.q, pr.kv, pr.meta, pr.sel, kTopk, pr.tiles, pr.T, kHq, kHkv, kDim, kPage,
+                                pr.max_kv_len, scale, pr.ws, pr.out, s);
         else
-          cuda::paged_attention_with_splits(pr.q, pr.k, pr.v, pr.meta, pr.sel, kTopk, pr.tiles, pr.T, kHq,
-                                            kHkv, kDim, kPage, splits, scale, pr.ws, pr.out, s);
+          cuda::paged_attention_with_splits(pr.q, pr.kv, pr.meta, pr.sel, kTopk, pr.tiles, pr.T, kHq, kHkv,
+                                            kDim, kPage, splits, scale, pr.ws, pr.out, s);
       },
       nullptr, opts.iters);
 }
@@ -128,7 +143,7 @@ std::string splits_note(int splits) {
 
 // B decode rows at position L - 1, each (sequence, KV head) with its own random top-16 selection; `keys` =
 // the selected keys summed over (sequence, KV head).
-Problem sparse_decode_problem(Arena& a, int B, int L, double& keys) {
+Problem sparse_decode_problem(Arena& a, int B, int L, double& keys, bool fp8 = false) {
   std::mt19937 rng(B * 7 + L);
   const int blocks = L / kPage;
   std::vector<int32_t> sel(size_t(B) * kHkv * kTopk, -1), table(size_t(B) * blocks, -1);
@@ -144,97 +159,117 @@ Problem sparse_decode_problem(Arena& a, int B, int L, double& keys) {
     }
   for (int32_t& t : table) t = std::max(t, 0);
   std::vector<std::pair<int, int>> seqs(B, {L - 1, 1});
-  return make_problem(a, seqs, table, blocks, pages, &sel, 100 + B);
+  return make_problem(a, seqs, table, blocks, pages, &sel, 100 + B, nullptr, fp8);
 }
 
 // B dense decode rows at position L - 1 (pages of the sequences interleaved).
-Problem dense_decode_problem(Arena& a, int B, int L) {
+Problem dense_decode_problem(Arena& a, int B, int L, bool fp8 = false) {
   const int blocks = L / kPage;
   std::vector<int32_t> table(size_t(B) * blocks);
   for (int i = 0; i < B; ++i)
     for (int b = 0; b < blocks; ++b) table[size_t(i) * blocks + b] = b * B + i;
   std::vector<std::pair<int, int>> seqs(B, {L - 1, 1});
-  return make_problem(a, seqs, table, blocks, B * blocks, nullptr, 200 + B);
+  return make_problem(a, seqs, table, blocks, B * blocks, nullptr, 200 + B, nullptr, fp8);
+}
+
+// Bytes of one key's K and V rows of one KV head: bf16, or e4m3 plus two fp32 scales.
+double kv_row_bytes(bool fp8) {
+  return fp8 ? 2.0 * (kDim + 4) : 2.0 * kDim * 2;
+}
+std::string kv_note(bool fp8) {
+  return fp8 ? " kv=fp8" : "";
 }
 
 M3_BENCH(attention_sparse_decode) {
   const std::vector<int> batches = {1, 8, 32, 64};
   const std::vector<int> lengths = {8192, 131072};
-  for (int L : lengths)
-    for (int B : batches) {
-      const std::string shape = "B=" + std::to_string(B) + " L=" + std::to_string(L) + " top-16";
-      if (!wanted(opts, "attention_sparse_decode", shape)) continue;
-      Arena a;
-      double keys = 0;
-      const Problem pr = sparse_decode_problem(a, B, L, keys);
-      Measurement m;
-      m.kernel = "attention_sparse_decode";
-      m.shape = shape;
-      m.us = time_problem(pr, opts);
-      m.bytes = keys * kDim * 2 * 2;  // K + V rows of the selected keys, per (sequence, KV head)
-      m.flops = 4.0 * kGroup * kDim * keys;
-      m.note = splits_note(pr.splits);
-      report(m);
-    }
+  for (bool fp8 : {false, true})
+    for (int L : lengths)
+      for (int B : batches) {
+        const std::string shape =
+            "B=" + std::to_string(B) + " L=" + std::to_string(L) + " top-16" + kv_note(fp8);
+        if (!wanted(opts, "attention_sparse_decode", shape)) continue;
+        Arena a;
+        double keys = 0;
+        const Problem pr = sparse_decode_problem(a, B, L, keys, fp8);
+        Measurement m;
+        m.kernel = "attention_sparse_decode";
+        m.shape = shape;
+        m.us = time_problem(pr, opts);
+        m.bytes = keys * kv_row_bytes(fp8);  // K + V rows of the selected keys, per (sequence, KV head)
+        m.flops = 4.0 * kGroup * kDim * keys;
+        m.note = splits_note(pr.splits);
+        report(m);
+      }
 }
 
 M3_BENCH(attention_dense_decode) {
-  const int L = 8192;
   const std::vector<int> batches = opts.quick ? std::vector<int>{1, 32} : std::vector<int>{1, 8, 32, 64};
-  for (int B : batches) {
-    const std::string shape = "B=" + std::to_string(B) + " L=" + std::to_string(L);
-    if (!wanted(opts, "attention_dense_decode", shape)) continue;
-    Arena a;
-    const Problem pr = dense_decode_problem(a, B, L);
-    Measurement m;
-    m.kernel = "attention_dense_decode";
-    m.shape = shape;
-    m.us = time_problem(pr, opts);
-    m.bytes = double(B) * L * kHkv * kDim * 2 * 2;
-    m.flops = 4.0 * kHq * kDim * L * B;
-    m.note = splits_note(pr.splits);
-    report(m);
-  }
+  for (bool fp8 : {false, true})
+    for (int L : {8192, 131072})
+      for (int B : batches) {
+        if (L > 8192 && B > 32) continue;  // 128K x 64 sequences of bf16 K/V: 17 GB
+        const std::string shape = "B=" + std::to_string(B) + " L=" + std::to_string(L) + kv_note(fp8);
+        if (!wanted(opts, "attention_dense_decode", shape)) continue;
+        Arena a;
+        const Problem pr = dense_decode_problem(a, B, L, fp8);
+        Measurement m;
+        m.kernel = "attention_dense_decode";
+        m.shape = shape;
+        m.us = time_problem(pr, opts);
+        m.bytes = double(B) * L * kHkv * kv_row_bytes(fp8);
+        m.flops = 4.0 * kHq * kDim * L * B;
+        m.note = splits_note(pr.splits);
+        report(m);
+      }
 }
 
 // B = 1 decode (sparse top-16 and dense, L = 8K) at fixed split counts; the note marks the launcher's choice.
 M3_BENCH(attention_decode_splits) {
-  const int L = 8192;
-  for (bool sparse : {true, false})
-    for (int splits : {1, 2, 4, 8, 12, 16, 24, 32}) {
-      const std::string shape =
-          std::string(sparse ? "sparse top-16" : "dense") + " B=1 L=8192 splits=" + std::to_string(splits);
-      if (!wanted(opts, "attention_decode_splits", shape)) continue;
-      Arena a;
-      double keys = double(kHkv) * L;
-      const Problem pr = sparse ? sparse_decode_problem(a, 1, L, keys) : dense_decode_problem(a, 1, L);
-      Measurement m;
-      m.kernel = "attention_decode_splits";
-      m.shape = shape;
-      m.us = time_problem(pr, opts, splits);
-      m.bytes = keys * kDim * 2 * 2;
-      m.flops = 4.0 * kGroup * kDim * keys;
-      m.note = splits == pr.splits ? "launcher's choice" : splits_note(pr.splits) + " chosen";
-      report(m);
-    }
+  struct Shape {
+    bool sparse;
+    int B, L;
+  };
+  for (bool fp8 : {false, true})
+    for (const Shape& sh : {Shape{true, 1, 8192}, Shape{false, 1, 8192}, Shape{false, 8, 131072}})
+      for (int splits : {1, 2, 4, 8, 12, 16, 24, 32}) {
+        const std::string shape = std::string(sh.sparse ? "sparse top-16" : "dense") +
+                                  " B=" + std::to_string(sh.B) + " L=" + std::to_string(sh.L) +
+                                  " splits=" + std::to_string(splits) + kv_note(fp8);
+        if (!wanted(opts, "attention_decode_splits", shape)) continue;
+        Arena a;
+        double keys = double(kHkv) * sh.L * sh.B;
+        const Problem pr = sh.sparse ? sparse_decode_problem(a, sh.B, sh.L, keys, fp8)
+                                     : dense_decode_problem(a, sh.B, sh.L, fp8);
+        Measurement m;
+        m.kernel = "attention_decode_splits";
+        m.shape = shape;
+        m.us = time_problem(pr, opts, splits);
+        m.bytes = keys * kv_row_bytes(fp8);
+        m.flops = 4.0 * kGroup * kDim * keys;
+        m.note = splits == pr.splits ? "launcher's choice" : splits_note(pr.splits) + " chosen";
+        report(m);
+      }
 }
 
 M3_BENCH(attention_dense_prefill) {
   const int T = 8192, blocks = T / kPage;
-  const std::string shape = "T=" + std::to_string(T) + " causal";
-  if (!wanted(opts, "attention_dense_prefill", shape)) return;
-  Arena a;
-  std::vector<int32_t> table(blocks);
-  for (int b = 0; b < blocks; ++b) table[b] = b;
-  const Problem pr = make_problem(a, {{0, T}}, table, blocks, blocks, nullptr, 300);
-  Measurement m;
-  m.kernel = "attention_dense_prefill";
-  m.shape = shape;
-  m.us = time_problem(pr, opts);
-  m.bytes = double(T) * (kHkv * kDim * 2 * 2 + kHq * kDim * (4 + 2));  // K, V, q (fp32), out (bf16)
-  m.flops = 4.0 * kHq * kDim * (double(T) * (T + 1) / 2);
-  m.note = splits_note(pr.splits) + "; floor: bf16 tensor peak";
-  report(m);
+  for (bool fp8 : {false, true}) {
+    const std::string shape = "T=" + std::to_string(T) + " causal" + kv_note(fp8);
+    if (!wanted(opts, "attention_dense_prefill", shape)) continue;
+    Arena a;
+    std::vector<int32_t> table(blocks);
+    for (int b = 0; b < blocks; ++b) table[b] = b;
+    const Problem pr = make_problem(a, {{0, T}}, table, blocks, blocks, nullptr, 300, nullptr, fp8);
+    Measurement m;
+    m.kernel = "attention_dense_prefill";
+    m.shape = shape;
+    m.us = time_problem(pr, opts);
+    m.bytes = double(T) * (kHkv * kv_row_bytes(fp8) + kHq * kDim * (4 + 2));  // K, V, q (fp32), out (bf16)
+    m.flops = 4.0 * kHq * kDim * (double(T) * (T + 1) / 2);
+    m.note = splits_note(pr.splits) + "; floor: bf16 tensor peak";
+    report(m);
+  }
 }
 
 // Selections of a prefill chunk: per KV head and 128-query block, a base set of earlier blocks; each token
@@ -332,8 +367,8 @@ M3_BENCH(msa_prefill_layer) {
             cuda::msa_block_scores(index_q, index_cache, pr.meta, kChunk, kIndexHeads, kIndexDim, kPage,
                                    blocks, scores, s, kChunk);
             cuda::msa_select(scores, pr.meta, kChunk, kIndexHeads, blocks, kPage, kTopk, 1, 0, chosen, s);
-            cuda::paged_attention(pr.q, pr.k, pr.v, pr.meta, pr.sel, kTopk, pr.tiles, pr.T, kHq, kHkv, kDim,
-                                  kPage, pr.max_kv_len, scale, pr.ws, pr.out, s);
+            cuda::paged_attention(pr.q, pr.kv, pr.meta, pr.sel, kTopk, pr.tiles, pr.T, kHq, kHkv, kDim, kPage,
+                                  pr.max_kv_len, scale, pr.ws, pr.out, s);
           }
         },
         nullptr, opts.iters);

@@ -10,6 +10,10 @@
 //    two warpgroups of 64 rows run each stage's MMAs on wgmma (attention_wgmma.cuh) and a third warpgroup
 //    only copies the stages (a warpgroup's wgmma fence would otherwise wait for its own copies in flight).
 //    64-key stages go through a 3-stage cp.async ring (2 for head_dim 256) with one barrier per stage.
+//    FP8 pages: the ring carries e4m3 rows and their scales, widened to bf16 stages (times each row's scale)
+//    for the same MMAs: on wgmma the producer warpgroup widens stage i + 1 into the second of two bf16 stages
+//    while the others compute stage i (still one barrier per stage); elsewhere every thread widens the landed
+//    stage into one bf16 stage and a second barrier hands it to the MMAs.
 //  - decode kernel (every tile one token, group <= 16): 16 rows; each warp streams its own 16-key units
 //    through a private cp.async ring (no CTA barrier in the key loop), page ids come from a per-warp register
 //    window; the warps' states are merged in shared memory at the end.
@@ -27,13 +31,14 @@
 #include "kernels/attention_decode.cuh"
 #include "kernels/attention_wgmma.cuh"
 #include "kernels/device_info.h"
+#include "kernels/fp8_widen.cuh"
 #include "kernels/kernels.h"
 #include "kernels/mma.cuh"
 
 namespace m3::cuda {
 namespace {
 
-template <int D, int WM, int WN, bool kSparse>
+template <int D, int WM, int WN, bool kSparse, bool kFp8>
 __global__ void __launch_bounds__(32 * tile_warps(D, WM, WN)) tile_kernel(const Params p) {
   constexpr bool kWg = tile_uses_wgmma(D, WM, WN);
   constexpr int kWarps = tile_warps(D, WM, WN), kThreads = 32 * kWarps, kRows = 16 * WM, kStride = D + 8;
@@ -188,8 +193,56 @@ __global__ void __launch_bounds__(32 * tile_warps(D, WM, WN)) tile_kernel(const 
       return ok ? (int64_t(table[blk]) * P + slot) * slot_stride + head_off : int64_t(0);
     }
   };
-  auto stage_k = [&](int st) -> bf16* { return kvs + ((st - sb) % kStages) * (2 * kKeys * kStride); };
+  constexpr int kWidened = kWg ? 2 : 1;  // FP8: bf16 stages the e4m3 stages are widened into
+  auto stage_k = [&](int st) -> bf16* {
+    return kvs + ((st - sb) % (kFp8 ? kWidened : kStages)) * (2 * kKeys * kStride);
+  };
+  // FP8 ring slot of a stage (fp8_stage_bytes): K then V rows of e4m3, padded, then their scales.
+  auto stage8 = [&](int st) -> unsigned char* {
+    return reinterpret_cast<unsigned char*>(kvs + kWidened * 2 * kKeys * kStride) +
+           ((st - sb) % kStages) * fp8_stage_bytes(D);
+  };
+  // Threads [t0, t0 + n) widen FP8 stage st into its bf16 stage, in the layout the MMAs read.
+  // Consecutive threads take consecutive rows of one 16-byte column: conflict-free reads (padded rows) and
+  // writes (both bf16 layouts).
+  constexpr int kRow8 = fp8_row_bytes(D);
+  auto widen_stage = [&](int st, int t0, int n) {
+    constexpr int kCh8 = D / 16;
+    const unsigned char* s8 = stage8(st);
+    const float* scales = reinterpret_cast<const float*>(s8 + 2 * kKeys * kRow8);
+    bf16* ks = stage_k(st);
+    for (int i = tid - t0; i < 2 * kKeys * kCh8; i += n) {
+      const int c = i / (2 * kKeys), r2 = i - c * 2 * kKeys, r = r2 % kKeys;  // r2: K rows, then V rows
+      uint4 a, b;
+      widen_e4m3x16_scaled(*reinterpret_cast<const uint4*>(s8 + r2 * kRow8 + c * 16), scales[r2], a, b);
+      bf16* tile = ks + (r2 / kKeys) * kKeys * kStride;
+      const int o0 = kWg ? wg_tile_offset<D>(r, 2 * c) / 2 : r * kStride + c * 16;
+      const int o1 = kWg ? wg_tile_offset<D>(r, 2 * c + 1) / 2 : o0 + 8;
+      *reinterpret_cast<uint4*>(tile + o0) = a;
+      *reinterpret_cast<uint4*>(tile + o1) = b;
+    }
+  };
   auto load_stage = [&](int stage_idx) {
+    if constexpr (kFp8) {  // the loading threads copy 16-byte chunks of e4m3 rows, then the rows' scales
+      constexpr int kCh8 = D / 16, kLoaders = kWg ? 32 * kProducerWarps : kThreads;
+      const int lt = kWg ? tid - 32 * (kWarps - kProducerWarps) : tid;
+      unsigned char* s8 = stage8(stage_idx);
+      for (int i = lt; i < kKeys * kCh8; i += kLoaders) {
+        const int r = i / kCh8, c = i - r * kCh8;
+        bool ok;
+        const int64_t off = key_offset(stage_idx * kKeys + r, ok) + c * 16;
+        cp_async_16_zfill(s8 + r * kRow8 + c * 16, p.k8 + (ok ? off : 0), ok);
+        cp_async_16_zfill(s8 + (kKeys + r) * kRow8 + c * 16, p.v8 + (ok ? off : 0), ok);
+      }
+      for (int i = lt; i < 2 * kKeys; i += kLoaders) {
+        const int r = i % kKeys;
+        bool ok;
+        const int64_t off = key_offset(stage_idx * kKeys + r, ok) / D;
+        cp_async_4_zfill(s8 + 2 * kKeys * kRow8 + i * 4, (i < kKeys ? p.k_scale : p.v_scale) + (ok ? off : 0),
+                         ok);
+      }
+      return;
+    }
     bf16* ks = stage_k(stage_idx);
     bf16* vs = ks + kKeys * kStride;
     if constexpr (kWg) {
@@ -289,11 +342,39 @@ __global__ void __launch_bounds__(32 * tile_warps(D, WM, WN)) tile_kernel(const 
     if (loads && sb + st < se) load_stage(sb + st);
     cp_async_commit();
   }
+  constexpr int kProducer0 = 32 * (kWarps - kProducerWarps), kProducerThreads = 32 * kProducerWarps;
+  // Producers widen rows that other producers copied: after its own wait, each waits for the others
+  // (barrier 1, the producer warpgroup only).
+  if constexpr (kFp8 && kWg) {  // the producers widen the first stage before the loop
+    if (loads) {
+      cp_async_wait<kStages - 2>();
+      named_barrier(1, kProducerThreads);
+      if (sb < se) widen_stage(sb, kProducer0, kProducerThreads);
+      fence_proxy_async_smem();
+    }
+  }
   for (int it = sb; it < se; ++it) {
-    ring_advance<kStages>(it, se, kWg && loads, [&](int st) {
-      if (loads) load_stage(st);
-    });
-    if (kWg && loads) continue;
+    if constexpr (kFp8 && kWg) {
+      __syncthreads();  // stage it is widened; the consumers are done with the other bf16 stage
+      if (loads) {      // refill the ring, then widen stage it + 1 while the consumers compute stage it
+        if (it + kStages - 1 < se) load_stage(it + kStages - 1);
+        cp_async_commit();
+        cp_async_wait<kStages - 2>();
+        named_barrier(1, kProducerThreads);
+        if (it + 1 < se) widen_stage(it + 1, kProducer0, kProducerThreads);
+        fence_proxy_async_smem();
+        continue;
+      }
+    } else {
+      ring_advance<kStages>(it, se, kWg && loads, [&](int st) {
+        if (loads) load_stage(st);
+      });
+      if constexpr (kFp8) {  // every thread widens its share of the landed stage
+        widen_stage(it, 0, kThreads);
+        __syncthreads();
+      }
+      if (kWg && loads) continue;
+    }
     const bf16* ks = stage_k(it);
     const bf16* vs = ks + kKeys * kStride;
     float s[kSTiles][4];
@@ -373,66 +454,75 @@ void launch_smem(Kernel kernel, const Params& p, int bytes, dim3 grid, int threa
   kernel<<<grid, threads, bytes, s>>>(p);
 }
 
-template <int D, int WM, int WN>
+template <int D, int WM, int WN, bool kFp8>
 void launch_tile(Params p, bool sparse, dim3 grid, cudaStream_t s) {
-  const SmemLayout lay = smem_layout(16 * WM, D, stages_for<D>(), p, sparse);
+  const SmemLayout lay =
+      smem_layout(16 * WM, D, stages_for<D>(), p, sparse, kFp8, tile_uses_wgmma(D, WM, WN) ? 2 : 1);
   p.off_kv = lay.off_kv;
   p.off_w = lay.off_w;
   p.off_int = lay.off_int;
-  launch_smem(sparse ? tile_kernel<D, WM, WN, true> : tile_kernel<D, WM, WN, false>, p, lay.bytes, grid,
-              32 * tile_warps(D, WM, WN), s);
+  launch_smem(sparse ? tile_kernel<D, WM, WN, true, kFp8> : tile_kernel<D, WM, WN, false, kFp8>, p, lay.bytes,
+              grid, 32 * tile_warps(D, WM, WN), s);
+}
+
+template <int D, bool kFp8>
+void launch_dim(const Params& p, const Shape& sh, bool sparse, dim3 grid, cudaStream_t s) {
+  if (sh.decode) {
+    launch_smem(sparse ? decode_kernel<D, true, kFp8> : decode_kernel<D, false, kFp8>, p,
+                attention_decode_smem_bytes(D, kFp8), grid, 32 * attention_decode_warps(D), s);
+  } else if (sh.rows <= 16) {
+    launch_tile<D, 1, 4, kFp8>(p, sparse, grid, s);  // one token x <= 16 heads; warps split the keys
+  } else if (sh.rows <= 32) {
+    launch_tile<D, 2, 2, kFp8>(p, sparse, grid, s);
+  } else if (sh.rows <= 64) {
+    launch_tile<D, 4, 1, kFp8>(p, sparse, grid, s);
+  } else if constexpr (D <= 128) {
+    launch_tile<D, 8, 1, kFp8>(p, sparse, grid, s);  // prefill: 8 warps x 16 rows
+  }
 }
 
 template <int D>
-void launch_dim(const Params& p, const Shape& sh, bool sparse, dim3 grid, cudaStream_t s) {
-  if (sh.decode) {
-    launch_smem(sparse ? decode_kernel<D, true> : decode_kernel<D, false>, p, attention_decode_smem_bytes(D),
-                grid, 32 * attention_decode_warps(D), s);
-  } else if (sh.rows <= 16) {
-    launch_tile<D, 1, 4>(p, sparse, grid, s);  // one token x <= 16 heads; warps split the keys
-  } else if (sh.rows <= 32) {
-    launch_tile<D, 2, 2>(p, sparse, grid, s);
-  } else if (sh.rows <= 64) {
-    launch_tile<D, 4, 1>(p, sparse, grid, s);
-  } else if constexpr (D <= 128) {
-    launch_tile<D, 8, 1>(p, sparse, grid, s);  // prefill: 8 warps x 16 rows
-  }
+void launch_pages(const Params& p, const Shape& sh, bool sparse, bool fp8, dim3 grid, cudaStream_t s) {
+  if (fp8)
+    launch_dim<D, true>(p, sh, sparse, grid, s);
+  else
+    launch_dim<D, false>(p, sh, sparse, grid, s);
 }
 
 }  // namespace
 
 int paged_attention_splits(const AttentionTiles& tiles, int heads, int kv_heads, int dim, int page_size,
-                           bool sparse, int topk, int max_kv_len) {
+                           bool sparse, int topk, int max_kv_len, bool fp8) {
   const Shape sh = shape_of(tiles, heads, kv_heads, dim);
   const int64_t ctas = int64_t(tiles.count) * kv_heads * sh.chunks;
   const int64_t keys = max_keys(sh, sparse, topk, page_size, max_kv_len);
-  return sh.decode ? attention_decode_splits(ctas, keys, dim, current_sm_count())
+  return sh.decode ? attention_decode_splits(ctas, keys, dim, current_sm_count(), fp8)
                    : attention_splits(ctas, keys, current_sm_count());
 }
 
 size_t paged_attention_workspace_floats(const AttentionTiles& tiles, int T, int heads, int kv_heads, int dim,
-                                        int page_size, bool sparse, int topk, int max_kv_len) {
+                                        int page_size, bool sparse, int topk, int max_kv_len, bool fp8) {
   return attention_workspace_floats(
       T, heads, dim,
-      paged_attention_splits(tiles, heads, kv_heads, dim, page_size, sparse, topk, max_kv_len));
+      paged_attention_splits(tiles, heads, kv_heads, dim, page_size, sparse, topk, max_kv_len, fp8));
 }
 
-void paged_attention(const float* q, const bf16* k_cache, const bf16* v_cache, TokenMeta meta,
-                     const int32_t* selection, int topk, const AttentionTiles& tiles, int T, int heads,
-                     int kv_heads, int dim, int page_size, int max_kv_len, float scale, float* workspace,
-                     bf16* out, cudaStream_t s) {
+void paged_attention(const float* q, const KvPages& kv, TokenMeta meta, const int32_t* selection, int topk,
+                     const AttentionTiles& tiles, int T, int heads, int kv_heads, int dim, int page_size,
+                     int max_kv_len, float scale, float* workspace, bf16* out, cudaStream_t s) {
   if (T <= 0 || tiles.count <= 0) return;
-  const int splits = workspace == nullptr ? 1
-                                          : paged_attention_splits(tiles, heads, kv_heads, dim, page_size,
-                                                                   selection != nullptr, topk, max_kv_len);
-  paged_attention_with_splits(q, k_cache, v_cache, meta, selection, topk, tiles, T, heads, kv_heads, dim,
-                              page_size, splits, scale, workspace, out, s);
+  const int splits = workspace == nullptr
+                         ? 1
+                         : paged_attention_splits(tiles, heads, kv_heads, dim, page_size,
+                                                  selection != nullptr, topk, max_kv_len, kv.fp8());
+  paged_attention_with_splits(q, kv, meta, selection, topk, tiles, T, heads, kv_heads, dim, page_size, splits,
+                              scale, workspace, out, s);
 }
 
-void paged_attention_with_splits(const float* q, const bf16* k_cache, const bf16* v_cache, TokenMeta meta,
-                                 const int32_t* selection, int topk, const AttentionTiles& tiles, int T,
-                                 int heads, int kv_heads, int dim, int page_size, int splits, float scale,
-                                 float* workspace, bf16* out, cudaStream_t s) {
+void paged_attention_with_splits(const float* q, const KvPages& kv, TokenMeta meta, const int32_t* selection,
+                                 int topk, const AttentionTiles& tiles, int T, int heads, int kv_heads,
+                                 int dim, int page_size, int splits, float scale, float* workspace, bf16* out,
+                                 cudaStream_t s) {
   if (T <= 0 || tiles.count <= 0) return;
   const Shape sh = shape_of(tiles, heads, kv_heads, dim);
   if (page_size <= 0) fail(ErrorKind::kInvalidArgument, "paged_attention: page_size must be positive");
@@ -448,8 +538,13 @@ void paged_attention_with_splits(const float* q, const bf16* k_cache, const bf16
     fail(ErrorKind::kInvalidArgument, "paged_attention: split-K needs a workspace");
   const bool sparse = selection != nullptr;
 
+  if (kv.fp8() ? !kv.v8 || !kv.k_scale || !kv.v_scale : !kv.k || !kv.v)
+    fail(ErrorKind::kInvalidArgument,
+         "paged_attention: K/V pages missing (FP8 pages need values and scales)");
+
   Params p{};
-  p.q = q, p.k = k_cache, p.v = v_cache, p.meta = meta, p.sel = selection, p.topk = sparse ? topk : 0;
+  p.q = q, p.k = kv.k, p.v = kv.v, p.k8 = kv.k8, p.v8 = kv.v8, p.k_scale = kv.k_scale, p.v_scale = kv.v_scale;
+  p.meta = meta, p.sel = selection, p.topk = sparse ? topk : 0;
   p.tiles = tiles.tiles, p.num_tiles = tiles.count, p.tokens_cap = sh.tokens_cap;
   p.T = T, p.heads = heads, p.kv_heads = kv_heads, p.group = sh.group, p.hc = sh.hc, p.chunks = sh.chunks;
   p.page_size = page_size, p.splits = splits, p.scale_log2 = scale * kLog2e;
@@ -468,16 +563,16 @@ void paged_attention_with_splits(const float* q, const bf16* k_cache, const bf16
   const dim3 grid(tiles.count, kv_heads * sh.chunks, splits);
   switch (dim) {
     case 32:
-      launch_dim<32>(p, sh, sparse, grid, s);
+      launch_pages<32>(p, sh, sparse, kv.fp8(), grid, s);
       break;
     case 64:
-      launch_dim<64>(p, sh, sparse, grid, s);
+      launch_pages<64>(p, sh, sparse, kv.fp8(), grid, s);
       break;
     case 128:
-      launch_dim<128>(p, sh, sparse, grid, s);
+      launch_pages<128>(p, sh, sparse, kv.fp8(), grid, s);
       break;
     default:
-      launch_dim<256>(p, sh, sparse, grid, s);
+      launch_pages<256>(p, sh, sparse, kv.fp8(), grid, s);
       break;
   }
 }

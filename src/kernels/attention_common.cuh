@@ -24,6 +24,8 @@ struct Params {
   const float* q;
   const bf16* k;
   const bf16* v;
+  const uint8_t *k8, *v8;          // FP8 pages (kernels.h KvPages), when the kernel is instantiated for them
+  const float *k_scale, *v_scale;  // their per (slot, KV head) scales
   TokenMeta meta;
   const int32_t* sel;  // [T, kv_heads, topk]; null for dense
   int topk;
@@ -40,18 +42,28 @@ struct Params {
   int bitmap_words, union_cap, token_words;  // sparse bookkeeping sizes (words)
 };
 
-// Tile kernel shared memory: Q [rows][dim + 8] bf16 | stages x (K, V) [64][dim + 8] bf16 (reused by the
-// epilogue) | split-K weights [rows][splits] fp32 | ints: token positions [tokens_cap], kMiscInts scalars,
-// then (sparse) block bitmap, its word prefix, the union's block list, per union block a bitmask of the
-// tile tokens that selected it, and the union blocks' page ids. The 8-element row pad makes ldmatrix
-// conflict-free. (The decode kernel's layout is attention_decode_smem_bytes, attention_plan.h.)
+// Tile kernel shared memory: Q [rows][dim + 8] bf16 | stages x (K, V) [64][dim + 8] bf16, or for FP8 pages
+// `widened` such (K, V) stages and then stages x fp8_stage_bytes (the K/V region is reused by the epilogue) |
+// split-K weights [rows][splits] fp32 | ints: token positions [tokens_cap], kMiscInts scalars, then (sparse)
+// block bitmap, its word prefix, the union's block list, per union block a bitmask of the tile tokens that
+// selected it, and the union blocks' page ids. The 8-element row pad makes ldmatrix conflict-free. (The
+// decode kernel's layout is attention_decode_smem_bytes, attention_plan.h.)
 struct SmemLayout {
   int off_kv, off_w, off_int, bytes;
 };
-SmemLayout smem_layout(int rows, int dim, int stages, const Params& p, bool sparse) {
+// An FP8 stage: K then V rows of e4m3 at a row stride of dim + 16 bytes (16-byte chunks of 8 consecutive rows
+// then fall in distinct banks, for the widening threads), then the K and V scales [kKeys] fp32.
+__host__ __device__ constexpr int fp8_row_bytes(int dim) {
+  return dim + 16;
+}
+__host__ __device__ constexpr int fp8_stage_bytes(int dim) {
+  return 2 * kKeys * fp8_row_bytes(dim) + 2 * kKeys * 4;
+}
+SmemLayout smem_layout(int rows, int dim, int stages, const Params& p, bool sparse, bool fp8, int widened) {
   const int stride_bytes = (dim + 8) * 2;
   const int kv = rows * stride_bytes;
-  const int w = kv + stages * 2 * kKeys * stride_bytes;
+  const int w = kv + (fp8 ? widened * 2 * kKeys * stride_bytes + stages * fp8_stage_bytes(dim)
+                          : stages * 2 * kKeys * stride_bytes);
   const int ints = w + (p.splits > 1 ? 4 * rows * p.splits : 0);
   int n = kMiscInts + p.tokens_cap;
   if (sparse) n += 2 * p.bitmap_words + 2 * p.union_cap + p.union_cap * p.token_words;

@@ -3,6 +3,7 @@
 
 #include "kernels/attention_common.cuh"
 #include "kernels/attention_plan.h"
+#include "kernels/fp8_widen.cuh"
 
 namespace m3::cuda {
 namespace {
@@ -15,26 +16,34 @@ namespace {
 // window of 32 consecutive blocks in registers (lane i: page id of block win + i, and for sparse the block's
 // first position), so a unit's addresses are shuffles; the first window of the token is loaded together with
 // the tile. The warps' (O, m, l) are merged in shared memory by all threads, then written (bf16 or a split's
-// partial), and the last-arriving split merges the partials.
-template <int D>
+// partial), and the last-arriving split merges the partials. FP8 pages (kFp8): the ring holds each unit's
+// e4m3 rows and scales; once a unit has landed the warp widens it into its one bf16 unit, then computes.
+template <int D, bool kFp8>
 struct DecodeShape {  // attention_plan.h's host constexprs, evaluated outside device code
-  static constexpr int kWarps = attention_decode_warps(D), kBytes = attention_decode_smem_bytes(D);
+  static constexpr int kWarps = attention_decode_warps(D), kBytes = attention_decode_smem_bytes(D, kFp8);
+  static constexpr int kWarpBytes = attention_decode_warp_bytes(D, kFp8);
+  static constexpr int kUnitBytes = attention_decode_unit_bytes(D, kFp8);
 };
-template <int D, bool kSparse>
-__global__ void __launch_bounds__(32 * DecodeShape<D>::kWarps, 1) decode_kernel(const Params p) {
-  constexpr int kWarps = DecodeShape<D>::kWarps, kThreads = 32 * kWarps, kRing = kAttentionDecodeRing;
-  constexpr int kStride = D + 8, kUnit = 2 * 16 * kStride;  // K then V rows of one unit, bf16
+template <int D, bool kSparse, bool kFp8>
+__global__ void __launch_bounds__(32 * DecodeShape<D, kFp8>::kWarps, 1) decode_kernel(const Params p) {
+  using Shape = DecodeShape<D, kFp8>;
+  constexpr int kWarps = Shape::kWarps, kThreads = 32 * kWarps, kRing = kAttentionDecodeRing;
+  constexpr int kStride = D + 8, kUnit = 2 * 16 * kStride;  // K then V rows of one bf16 unit
   constexpr int kCh = D / 8, kKp = 32 / kCh;                // 16-byte chunks per row; rows per warp-wide copy
-  constexpr int kOffRing = 16 * kStride * 2, kRingBytes = kWarps * kRing * kUnit * 2;
+  constexpr int kCh8 = D / 16, kKp8 = 32 / kCh8;            // the same for e4m3 rows
+  constexpr int kRow8 = D + 16;                             // e4m3 row stride in the ring (padded)
+  constexpr int kOffRing = 16 * kStride * 2, kRingBytes = kWarps * Shape::kWarpBytes;
   constexpr int kOffW = kOffRing + kRingBytes, kOffMisc = kOffW + 16 * kMaxLaunchSplits * 4;
   constexpr int kRed = D + 4;  // fp32 row stride of the warp merge (in the rings)
-  static_assert(kOffMisc + 16 * 4 == DecodeShape<D>::kBytes, "attention_plan.h's layout");
+  static_assert(kOffMisc + 16 * 4 == Shape::kBytes, "attention_plan.h's layout");
   static_assert(kWarps * 16 * (kRed + 2) * 4 <= kRingBytes && kRing >= 2 && kRing <= 4 && kCh <= 32);
 
   extern __shared__ __align__(16) unsigned char smem[];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   bf16* qs = reinterpret_cast<bf16*>(smem);
-  bf16* ring = reinterpret_cast<bf16*>(smem + kOffRing) + warp * kRing * kUnit;
+  unsigned char* ring_bytes = smem + kOffRing + warp * Shape::kWarpBytes;
+  bf16* ring = reinterpret_cast<bf16*>(ring_bytes);  // bf16 pages: the ring; FP8: the widened unit after it
+  if constexpr (kFp8) ring = reinterpret_cast<bf16*>(ring_bytes + kRing * Shape::kUnitBytes);
   const int kvh = blockIdx.y / p.chunks, chunk = blockIdx.y - kvh * p.chunks, split = blockIdx.z;
   const int P = p.page_size, counter = blockIdx.x * gridDim.y + blockIdx.y;
   const unsigned long long seen = counter_peek(p, counter);
@@ -98,6 +107,23 @@ __global__ void __launch_bounds__(32 * DecodeShape<D>::kWarps, 1) decode_kernel(
     const int sh = 16 * (j & 3);
     masks = (masks & ~(0xffffull << sh)) | (uint64_t(__ballot_sync(0xffffffffu, ok) & 0xffffu) << sh);
     const int pg = ok ? page : -1;
+    if constexpr (kFp8) {  // unit: K rows [16], V rows [16] at stride kRow8, then K and V scales [16]
+      unsigned char* u8 = ring_bytes + (j % kRing) * Shape::kUnitBytes;
+      const int64_t head_off8 = int64_t(kvh) * D + (lane % kCh8) * 16;
+#pragma unroll
+      for (int pass = 0; pass < 16 / kKp8; ++pass) {
+        const int key = pass * kKp8 + lane / kCh8;
+        const int kp = __shfl_sync(0xffffffffu, pg, key), ks = __shfl_sync(0xffffffffu, slot, key);
+        const int64_t off = kp >= 0 ? (int64_t(kp) * P + ks) * slot_stride + head_off8 : 0;
+        unsigned char* dst = u8 + key * kRow8 + (lane % kCh8) * 16;
+        cp_async_16_zfill(dst, p.k8 + off, kp >= 0);
+        cp_async_16_zfill(dst + 16 * kRow8, p.v8 + off, kp >= 0);
+      }
+      // Lane k < 16: key k's K scale; lane k + 16: its V scale.
+      const int64_t soff = pg >= 0 ? (int64_t(pg) * P + slot) * p.kv_heads + kvh : 0;
+      cp_async_4_zfill(u8 + 32 * kRow8 + lane * 4, (lane < 16 ? p.k_scale : p.v_scale) + soff, pg >= 0);
+      return;
+    }
     bf16* kd = ring + (j % kRing) * kUnit;
 #pragma unroll
     for (int pass = 0; pass < 16 / kKp; ++pass) {
@@ -127,7 +153,20 @@ __global__ void __launch_bounds__(32 * DecodeShape<D>::kWarps, 1) decode_kernel(
     __syncwarp();  // unit j landed for every lane; unit j - 1's buffer is free
     if (j + kRing - 1 < n_mine) issue(j + kRing - 1);
     cp_async_commit();
-    const bf16* ks = ring + (j % kRing) * kUnit;
+    const bf16* ks = ring + (kFp8 ? 0 : (j % kRing) * kUnit);
+    if constexpr (kFp8) {  // lane r widens row r (K rows 0-15, V rows 16-31) into the bf16 unit
+      const unsigned char* u8 = ring_bytes + (j % kRing) * Shape::kUnitBytes;
+      const float scale = reinterpret_cast<const float*>(u8 + 32 * kRow8)[lane];
+#pragma unroll
+      for (int c = 0; c < kCh8; ++c) {
+        uint4 a, b;
+        widen_e4m3x16_scaled(*reinterpret_cast<const uint4*>(u8 + lane * kRow8 + c * 16), scale, a, b);
+        bf16* dst = ring + lane * kStride + c * 16;
+        *reinterpret_cast<uint4*>(dst) = a;
+        *reinterpret_cast<uint4*>(dst + 8) = b;
+      }
+      __syncwarp();
+    }
     float s[2][4];
     qk_scores<D, 2, 2>(s, qf, ks, lane);
     const uint32_t valid = uint32_t(masks >> (16 * (j & 3))) & 0xffffu;

@@ -16,7 +16,9 @@ constexpr int kMaxSplits = 32;
 // latency-bound rounds (each moves the keys its warps keep in flight) and its share of HBM; the last CTA's
 // merge of the partials: an atomic round trip plus reading them from L2 at one SM's rate.
 constexpr double kDecodeFixedUs = 2.0, kDecodeRoundUs = 2.0, kHbmBytesPerUs = 4.0e6;
-constexpr double kMergeFixedUs = 1.0, kMergeBytesPerUs = 1.2e5;
+constexpr double kFp8RoundCost = 1.5;  // FP8 round / bf16 round (measured: attention_decode_splits bench)
+// The merge rate is calibrated on attention_decode_splits (dense B = 1, L = 8K: 16 -> 32 splits adds 6-8 us).
+constexpr double kMergeFixedUs = 1.0, kMergeBytesPerUs = 4.0e4;
 constexpr int kDecodeRows = 16, kSmemPerSm = 228 * 1024, kSmemPerCta = 1024;
 }  // namespace
 
@@ -52,11 +54,14 @@ int attention_splits(int64_t ctas, int64_t max_keys, int num_sms) {
   return static_cast<int>(std::clamp<int64_t>(std::min(want, key_tiles / 2), 1, kMaxSplits));
 }
 
-int attention_decode_splits(int64_t ctas, int64_t max_keys, int dim, int num_sms) {
+int attention_decode_splits(int64_t ctas, int64_t max_keys, int dim, int num_sms, bool fp8) {
   if (ctas <= 0 || max_keys <= 0) return 1;
   const int most = static_cast<int>(std::clamp<int64_t>(max_keys / (2 * kKeyTile), 1, kMaxSplits));
-  const int per_sm = std::max(1, kSmemPerSm / (attention_decode_smem_bytes(dim) + kSmemPerCta));
-  const double slots = double(per_sm) * std::max(1, num_sms), key_bytes = 4.0 * dim;  // K + V, bf16
+  const int per_sm = std::max(1, kSmemPerSm / (attention_decode_smem_bytes(dim, fp8) + kSmemPerCta));
+  const double slots = double(per_sm) * std::max(1, num_sms);
+  const double key_bytes = fp8 ? 2.0 * (dim + 4) : 4.0 * dim;  // K + V: bf16, or e4m3 + fp32 scales
+  // FP8: a warp also widens each landed unit before its MMAs, which lengthens its rounds.
+  const double round_us = kDecodeRoundUs * (fp8 ? kFp8RoundCost : 1.0);
   const int warps = attention_decode_warps(dim), in_flight_units = warps * (kAttentionDecodeRing - 1);
   int best = 1;
   double best_us = std::numeric_limits<double>::infinity();
@@ -65,7 +70,7 @@ int attention_decode_splits(int64_t ctas, int64_t max_keys, int dim, int num_sms
     const double keys = std::ceil(double(max_keys) / s), units = std::ceil(keys / 16);
     const double rounds = std::ceil(units / in_flight_units);
     const double hbm_us = keys * key_bytes / (kHbmBytesPerUs / std::min(n, slots));
-    double us = waves * (kDecodeFixedUs + std::max(rounds * kDecodeRoundUs, hbm_us));
+    double us = waves * (kDecodeFixedUs + std::max(rounds * round_us, hbm_us));
     if (s > 1) us += kMergeFixedUs + s * kDecodeRows * dim * 4.0 / kMergeBytesPerUs;
     if (us < 0.97 * best_us) best = s, best_us = us;  // more splits only for a clear gain
   }

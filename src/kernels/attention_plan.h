@@ -43,19 +43,28 @@ int attention_splits(int64_t ctas, int64_t max_keys, int num_sms);
 // The same for the decode kernel (one token per tile): minimises a small time model (waves of the CTAs that
 // fit an SM, per wave a fixed chain of dependent loads plus the larger of the CTA's latency-bound rounds of
 // in-flight keys and its share of HBM, plus the last CTA's merge of `splits` partials) over splits with >=
-// 128 keys each. Pure (CUDA-graph safe).
-int attention_decode_splits(int64_t ctas, int64_t max_keys, int dim, int num_sms);
+// 128 keys each; fp8: FP8 pages (fewer bytes per key, longer rounds). Pure (CUDA-graph safe).
+int attention_decode_splits(int64_t ctas, int64_t max_keys, int dim, int num_sms, bool fp8 = false);
 
 // The decode kernel's shape (attention.cu builds from these; the split model above uses them): warps per
 // CTA, each streaming 16-key units through its own cp.async ring of kAttentionDecodeRing units (ring - 1 in
-// flight while one is computed), and the CTA's shared memory: Q [16][dim + 8] bf16, the rings (K and V
-// [16][dim + 8] bf16 per unit), split-K weights [16][64] fp32 and 16 ints.
+// flight while one is computed), and the CTA's shared memory: Q [16][dim + 8] bf16, per warp its ring (bf16
+// pages: K and V [16][dim + 8] bf16 per unit; FP8 pages: K and V [16][dim] e4m3 and their 2 x 16 fp32 scales
+// per unit (rows padded to dim + 16 bytes), then one bf16 unit the landed unit is widened into), split-K
+// weights [16][64] fp32 and 16 ints.
 constexpr int kAttentionDecodeRing = 3;
 constexpr int attention_decode_warps(int dim) {
   return dim <= 128 ? 8 : 4;
 }
-constexpr int attention_decode_smem_bytes(int dim) {
-  return 16 * (dim + 8) * 2 + attention_decode_warps(dim) * kAttentionDecodeRing * 2 * 16 * (dim + 8) * 2 +
+constexpr int attention_decode_unit_bytes(int dim, bool fp8) {             // one ring unit
+  return fp8 ? 2 * 16 * (dim + 16) + 2 * 16 * 4 : 2 * 16 * (dim + 8) * 2;  // e4m3 rows padded by 16 bytes
+}
+constexpr int attention_decode_warp_bytes(int dim, bool fp8) {  // one warp's ring (+ widened unit)
+  return kAttentionDecodeRing * attention_decode_unit_bytes(dim, fp8) +
+         (fp8 ? attention_decode_unit_bytes(dim, false) : 0);
+}
+constexpr int attention_decode_smem_bytes(int dim, bool fp8 = false) {
+  return 16 * (dim + 8) * 2 + attention_decode_warps(dim) * attention_decode_warp_bytes(dim, fp8) +
          16 * 64 * 4 + 16 * 4;
 }
 

@@ -3,6 +3,8 @@
 // elsewhere.
 #include <string>
 
+#include <cuda_fp8.h>
+
 #include "common/error.h"
 #include "common/random_init.h"
 #include "kernels/kernels.h"
@@ -165,10 +167,23 @@ __global__ void prepare_heads_kernel(const float* __restrict__ proj, int64_t ld,
     float* o = sg.out + (static_cast<int64_t>(t) * sg.heads + head) * dim;
     for (int i = lane; i < dim; i += 32) o[i] = v[i];
   }
-  if (sg.cache) {
+  if (sg.cache || sg.cache8) {
     const int64_t slot = static_cast<int64_t>(page_of(m, m.seq[t], p, page_size)) * page_size + p % page_size;
-    bf16* c = sg.cache + (slot * sg.heads + head) * dim;
-    for (int i = lane; i < dim; i += 32) c[i] = __float2bfloat16(v[i]);
+    const int64_t row = slot * sg.heads + head;
+    if (sg.cache) {
+      bf16* c = sg.cache + row * dim;
+      for (int i = lane; i < dim; i += 32) c[i] = __float2bfloat16(v[i]);
+    } else {  // FP8: the head's amax / 448 as its scale (1 if that is 0 or not finite), x / scale to e4m3
+      float amax = 0.f;
+      for (int i = lane; i < dim; i += 32) amax = fmaxf(amax, fabsf(v[i]));
+      for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffff, amax, o));
+      const float scale = amax > 0.f && isfinite(amax) ? __fdiv_rn(amax, 448.f) : 1.f;
+      if (lane == 0) sg.cache_scale[row] = scale;
+      auto* c = reinterpret_cast<__nv_fp8x2_storage_t*>(sg.cache8 + row * dim);
+      for (int i = 2 * lane; i < dim; i += 64)
+        c[i / 2] = __nv_cvt_float2_to_fp8x2(make_float2(__fdiv_rn(v[i], scale), __fdiv_rn(v[i + 1], scale)),
+                                            __NV_SATFINITE, __NV_E4M3);
+    }
   }
 }
 
@@ -202,6 +217,13 @@ __global__ void fill_random_kernel(void* p, bool f32, int64_t n, uint64_t key, f
   }
 }
 
+__global__ void fill_random_e4m3_kernel(uint8_t* p, int64_t n, uint64_t key, float scale) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += gridDim.x * blockDim.x)
+    p[i] = __nv_cvt_float_to_fp8(counter_gaussian(key + static_cast<uint64_t>(i)) * scale, __NV_SATFINITE,
+                                 __NV_E4M3);
+}
+
 int grid_for(int64_t n) {
   return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535));
 }
@@ -226,7 +248,7 @@ void prepare_heads(const float* proj, int64_t ld, const HeadPrep& prep, const fl
   int heads = 0;
   for (const HeadSegment& sg : prep.seg) {
     if (sg.heads == 0) continue;
-    if (sg.dim <= 0 || sg.dim > kMaxPrepDim || (sg.norm && rotary_dim > sg.dim))
+    if (sg.dim <= 0 || sg.dim > kMaxPrepDim || (sg.norm && rotary_dim > sg.dim) || (sg.cache8 && sg.dim % 2))
       fail(ErrorKind::kUnsupported, "prepare_heads: head dim " + std::to_string(sg.dim) + " (rotary " +
                                         std::to_string(rotary_dim) + ") outside 1.." +
                                         std::to_string(kMaxPrepDim));
@@ -242,6 +264,9 @@ void add_inplace(float* x, const float* y, int64_t n, cudaStream_t s) {
 }
 void fill_random(void* p, bool f32, int64_t n, uint64_t key, float scale, cudaStream_t s) {
   if (n > 0) fill_random_kernel<<<grid_for(n), kThreads, 0, s>>>(p, f32, n, key, scale);
+}
+void fill_random_e4m3(uint8_t* p, int64_t n, uint64_t key, float scale, cudaStream_t s) {
+  if (n > 0) fill_random_e4m3_kernel<<<grid_for(n), kThreads, 0, s>>>(p, n, key, scale);
 }
 void gather_rows_f32(const float* src, const int32_t* rows, int n, int width, float* dst, cudaStream_t s) {
   if (n > 0) gather_f32_kernel<<<n, kThreads, 0, s>>>(src, rows, width, dst);

@@ -1,6 +1,6 @@
 // Launchers of the CUDA kernels of the MiniMax-M3 forward pass. Plain device pointers, shapes and a stream;
 // no engine or model types. Activations are fp32 unless named *_bf16; weights are bf16 or MXFP8 (fp8.h), KV
-// pages bf16.
+// pages bf16 or FP8 (KvPages).
 // KV cache layout per layer: [page][slot][kv_head][head_dim]; index keys: [page][slot][index_dim].
 #pragma once
 
@@ -15,6 +15,18 @@
 namespace m3::cuda {
 
 using bf16 = __nv_bfloat16;
+
+// One layer's K and V pages, [page][slot][kv_head][head_dim]: bf16 (k, v), or FP8 (k8, v8 set): e4m3 values
+// with one fp32 scale per (slot, KV head), element i = e4m3(k8[i]) x k_scale[i / head_dim], the scale being
+// that head's largest magnitude / 448 when it was written (prepare_heads). Per token and head because a
+// decode step writes one token at a time (no page-wide rescaling, no calibration) and heads differ in range;
+// fp32 so that V, which no norm bounds, keeps its own range. The index keys stay bf16 (they pick the blocks).
+struct KvPages {
+  const bf16 *k = nullptr, *v = nullptr;
+  const uint8_t *k8 = nullptr, *v8 = nullptr;
+  const float *k_scale = nullptr, *v_scale = nullptr;
+  bool fp8() const { return k8 != nullptr; }
+};
 
 // Per-token metadata of a batch, on the device.
 struct TokenMeta {
@@ -39,8 +51,10 @@ void add_rms_norm(float* x, const float* delta, const bf16* w, int rows, int dim
 // of `dim` values starting at column `col` of every projection row (fp32, row stride ld): with `norm`, a
 // per-head Gemma RMSNorm then partial NeoX RoPE at the token's position (inv_freq: [rotary_dim / 2]);
 // without, a copy. The result goes to `out` (fp32 [T, heads, dim]) and / or `cache` (bf16 paged
-// [page][slot][heads x dim], the token's slot from meta). dim <= kMaxPrepDim; the segments' heads in order:
-// q, k, v, index q, index k; segments with 0 heads are unused.
+// [page][slot][heads x dim], the token's slot from meta) or `cache8` + `cache_scale` (KvPages' FP8 format:
+// scale = the head's amax / 448, or 1 when that is 0 or not finite; e4m3(x / scale), round to nearest even,
+// saturating, NaN kept; the same values as the CPU reference's FP8 cache). dim <= kMaxPrepDim; the segments'
+// heads in order: q, k, v, index q, index k; segments with 0 heads are unused.
 constexpr int kMaxHeadSegments = 5;
 constexpr int kMaxPrepDim = 256;
 struct HeadSegment {
@@ -48,6 +62,8 @@ struct HeadSegment {
   const bf16* norm = nullptr;
   float* out = nullptr;
   bf16* cache = nullptr;
+  uint8_t* cache8 = nullptr;
+  float* cache_scale = nullptr;
 };
 struct HeadPrep {
   HeadSegment seg[kMaxHeadSegments];
@@ -78,39 +94,42 @@ void msa_block_scores(const float* index_q, const bf16* index_cache, TokenMeta m
 // <= 64 (kInvalidArgument otherwise). Graph-safe (shapes from T, heads, score_stride).
 void msa_select(const float* block_scores, TokenMeta meta, int T, int heads, int score_stride, int page_size,
                 int topk, int local_blocks, int init_blocks, int32_t* selection, cudaStream_t s);
-// ---- Paged GQA attention on tensor cores (attention.cu). Query token t (q fp32 [T, heads, dim], post RoPE)
-// attends the keys j <= pos[t] of its sequence: all of them (selection null: dense layers), or only those in
-// the blocks of selection[t][kv_head][0..topk) (ascending distinct block ids, -1 padded; MSA layers). Output
-// bf16 [T, heads x dim], every element written. `tiles` is the device copy of plan_attention(..., heads /
-// kv_heads, dim) (attention_plan.h) for this batch; max_kv_len bounds pos + 1 over the batch (it only sizes
-// the split-K; the keys are always read from pos). Launch shapes depend only on host arguments (graph-safe).
-// With splits > 1 `workspace` must hold paged_attention_workspace_floats(...) floats; a null workspace forces
-// splits = 1.
+// ---- Paged GQA attention on tensor cores (attention.cu), over bf16 or FP8 pages (KvPages: FP8 rows are
+// widened to bf16 times their scale in shared memory, the MMAs are the same). Query token t (q fp32 [T,
+// heads, dim], post RoPE) attends the keys j <= pos[t] of its sequence: all of them (selection null: dense
+// layers), or only those in the blocks of selection[t][kv_head][0..topk) (ascending distinct block ids, -1
+// padded; MSA layers). Output bf16 [T, heads x dim], every element written. `tiles` is the device copy of
+// plan_attention(..., heads / kv_heads, dim) (attention_plan.h) for this batch; max_kv_len bounds pos + 1
+// over the batch (it only sizes the split-K; the keys are always read from pos). Launch shapes depend only on
+// host arguments (graph-safe). With splits > 1 `workspace` must hold paged_attention_workspace_floats(...)
+// floats; a null workspace forces splits = 1.
 struct AttentionTiles {
   const AttentionTile* tiles = nullptr;  // device [count]
   int count = 0;
   int max_tokens = 0;  // AttentionPlan::max_tokens
 };
-void paged_attention(const float* q, const bf16* k_cache, const bf16* v_cache, TokenMeta meta,
-                     const int32_t* selection, int topk, const AttentionTiles& tiles, int T, int heads,
-                     int kv_heads, int dim, int page_size, int max_kv_len, float scale, float* workspace,
-                     bf16* out, cudaStream_t s);
+void paged_attention(const float* q, const KvPages& kv, TokenMeta meta, const int32_t* selection, int topk,
+                     const AttentionTiles& tiles, int T, int heads, int kv_heads, int dim, int page_size,
+                     int max_kv_len, float scale, float* workspace, bf16* out, cudaStream_t s);
 // The split count paged_attention picks for these arguments (sparse = selection non-null) and the workspace
 // it needs. Size the workspace for the largest over the layers of a forward (dense and MSA differ).
 int paged_attention_splits(const AttentionTiles& tiles, int heads, int kv_heads, int dim, int page_size,
-                           bool sparse, int topk, int max_kv_len);
+                           bool sparse, int topk, int max_kv_len, bool fp8 = false);
 size_t paged_attention_workspace_floats(const AttentionTiles& tiles, int T, int heads, int kv_heads, int dim,
-                                        int page_size, bool sparse, int topk, int max_kv_len);
+                                        int page_size, bool sparse, int topk, int max_kv_len,
+                                        bool fp8 = false);
 // As paged_attention with an explicit split count (>= 1; tests and benchmarks).
-void paged_attention_with_splits(const float* q, const bf16* k_cache, const bf16* v_cache, TokenMeta meta,
-                                 const int32_t* selection, int topk, const AttentionTiles& tiles, int T,
-                                 int heads, int kv_heads, int dim, int page_size, int splits, float scale,
-                                 float* workspace, bf16* out, cudaStream_t s);
+void paged_attention_with_splits(const float* q, const KvPages& kv, TokenMeta meta, const int32_t* selection,
+                                 int topk, const AttentionTiles& tiles, int T, int heads, int kv_heads,
+                                 int dim, int page_size, int splits, float scale, float* workspace, bf16* out,
+                                 cudaStream_t s);
 
 void add_inplace(float* x, const float* y, int64_t n, cudaStream_t s);
 void gather_rows_f32(const float* src, const int32_t* rows, int n, int width, float* dst, cudaStream_t s);
 // Synthetic weights: p[i] = counter_gaussian(key + i) * scale (common/random_init.h), bf16 or fp32.
 void fill_random(void* p, bool f32, int64_t n, uint64_t key, float scale, cudaStream_t s);
+// The same values rounded to e4m3 (saturating): synthetic FP8 KV pages.
+void fill_random_e4m3(uint8_t* p, int64_t n, uint64_t key, float scale, cudaStream_t s);
 
 // ---- MoE / MLP (moe.cu). Gate/up weights are fused as [2I, K] with rows interleaved in blocks of 8
 // (rows 16j..16j+7: gate units 8j..8j+7, rows 16j+8..16j+15: up units 8j..8j+7).

@@ -24,8 +24,7 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
 // acc += A . B for one 16x8x16 tile (bf16 inputs, fp32 accumulators); b = {b0, b1} of the layout above.
 __device__ __forceinline__ void mma_bf16_16816(float (&acc)[4], const uint32_t (&a)[4],
                                                const uint32_t (&b)[2]) {
-  asm(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
       : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
@@ -41,8 +40,8 @@ __device__ __forceinline__ uint4 ld_stream_16(const void* p) {
   // volatile: a non-volatile asm counts as side-effect free, so the compiler may hoist it out of the bounds
   // check guarding it (seen: an out-of-bounds prefetch under compute-sanitizer).
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
   return v;
 }
 
@@ -80,6 +79,17 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
 __device__ __forceinline__ void cp_async_16_zfill(void* smem, const void* gmem, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem),
                "r"(valid ? 16 : 0)
+               : "memory");
+}
+// Barrier `id` (1..15; 0 is __syncthreads) over `threads` threads (a multiple of 32): a subset of the CTA's
+// warps synchronises without the others.
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+// 4-byte version (through L1; both addresses 4-byte aligned): per-row scales.
+__device__ __forceinline__ void cp_async_4_zfill(void* smem, const void* gmem, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem),
+               "r"(valid ? 4 : 0)
                : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() {

@@ -85,9 +85,6 @@ std::unique_ptr<ModelBackend> load_shard(const std::string& model_dir, const Bac
   const bool quantize = options.quantization == "fp8" && config.weight_quant == WeightQuant::kNone;
   const std::string& kv = options.kv_cache_dtype;
   const bool kv_fp8 = kv == "fp8" || kv == "fp8_e4m3";
-  if (kv_fp8 && options.device != "cpu")
-    fail(ErrorKind::kUnsupported, "--kv-cache-dtype " + kv + " is not implemented on the " + options.device +
-                                      " backend yet (the cpu backend has it); use auto");
   if (dummy && options.device != "cuda")
     fail(ErrorKind::kInvalidArgument, "--load-format dummy (random weights) needs --device cuda");
   if (options.device == "cuda") {
@@ -102,6 +99,7 @@ std::unique_ptr<ModelBackend> load_shard(const std::string& model_dir, const Bac
     co.max_model_len = options.max_model_len;
     co.cuda_graphs = !options.enforce_eager;
     co.quantization = quantize ? "fp8" : "";
+    co.kv_fp8 = kv_fp8;
     if (comm->size() > 1) {  // one GPU per rank: the rank's index among the ranks of its machine
       co.shard = shard;
       co.ranks = comm;

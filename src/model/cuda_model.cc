@@ -95,8 +95,9 @@ void enqueue_step(CudaModel::Impl& m, const ModelConfig& c, const StepArgs& a, c
   bf16* attn = m.buf<bf16>("attn", size_t(T) * Hq * D);
   size_t ws_floats = 0;
   for (bool sparse : {false, true})
-    ws_floats = std::max(ws_floats, cuda::paged_attention_workspace_floats(a.tiles, T, Hq, Hkv, D, P, sparse,
-                                                                           topk, int(a.max_kv_len)));
+    ws_floats =
+        std::max(ws_floats, cuda::paged_attention_workspace_floats(a.tiles, T, Hq, Hkv, D, P, sparse, topk,
+                                                                   int(a.max_kv_len), m.opt.kv_fp8));
   float* attn_ws = ws_floats ? m.buf<float>("attn.ws", ws_floats) : nullptr;
   float* delta = m.buf<float>("delta", size_t(T) * H);
   cuda::embed_rows(m.embed, a.ids, T, H, int(m.shard.vocab.begin), int(m.shard.vocab.end), h, s);
@@ -128,8 +129,8 @@ void enqueue_step(CudaModel::Impl& m, const ModelConfig& c, const StepArgs& a, c
     // of k, v and the index key in one launch.
     cuda::HeadPrep prep;
     prep.seg[0] = {0, Hq, D, L.q_norm, q, nullptr};
-    prep.seg[1] = {Hq * D, Hkv, D, L.k_norm, nullptr, L.k_cache};
-    prep.seg[2] = {(Hq + Hkv) * D, Hkv, D, nullptr, nullptr, L.v_cache};
+    prep.seg[1] = {Hq * D, Hkv, D, L.k_norm, nullptr, L.k_cache, L.k8, L.k_scale};
+    prep.seg[2] = {(Hq + Hkv) * D, Hkv, D, nullptr, nullptr, L.v_cache, L.v8, L.v_scale};
     int32_t* sel = nullptr;
     float* iq = nullptr;
     if (c.sparse_attention[l]) {
@@ -160,8 +161,8 @@ void enqueue_step(CudaModel::Impl& m, const ModelConfig& c, const StepArgs& a, c
     } else if (options.trace_msa) {
       out.msa_trace.emplace_back();
     }
-    cuda::paged_attention(q, L.k_cache, L.v_cache, meta, sel, topk, a.tiles, T, Hq, Hkv, D, P,
-                          int(a.max_kv_len), scale, attn_ws, attn, s);
+    cuda::paged_attention(q, L.kv(), meta, sel, topk, a.tiles, T, Hq, Hkv, D, P, int(a.max_kv_len), scale,
+                          attn_ws, attn, s);
     m.linear(attn, T, Hq * D, L.o, H, delta);
     m.reduce(delta, size_t(T) * H);  // row-parallel o-projection
     cuda::add_rms_norm(h, delta, L.post_norm, T, H, c.rms_norm_eps, x, c.moe[l] ? x32 : nullptr, s);
@@ -296,7 +297,7 @@ CudaModel::CudaModel(ModelConfig config, const Checkpoint* ckpt, const CudaModel
   m.allocate_kv(num_pages_ + 1);
   const int64_t tokens = int64_t(num_pages_) * P;
   log_info("cuda: KV pool ", num_pages_, " pages x ", P, " tokens = ", tokens, " tokens (",
-           double(page_bytes) * num_pages_ / 1e9,
+           m.opt.kv_fp8 ? "FP8" : "bf16", " K/V, ", double(page_bytes) * num_pages_ / 1e9,
            " GB): ", tokens / std::max<int64_t>(1, m.opt.max_model_len), " sequences of max_model_len ",
            m.opt.max_model_len, " fit");
 }

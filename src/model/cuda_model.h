@@ -30,6 +30,9 @@ struct CudaModelOptions {
   // "" : linear weights as the checkpoint stores them (MXFP8 stays FP8); "fp8": FP8 weights, quantised at
   // load from a bf16 checkpoint (or generated so with synthetic weights).
   std::string quantization;
+  // K and V pages in FP8 (kernels.h KvPages: e4m3 with a scale per token and KV head; --kv-cache-dtype fp8):
+  // about half the bytes per token (the bf16 index keys stay).
+  bool kv_fp8 = false;
   int device = 0;  // CUDA device of this rank
   // Several ranks: this rank's shard, and the ranks (their host communicator carries NCCL's unique id).
   std::optional<ShardLayout> shard;

@@ -66,7 +66,10 @@ struct CudaModel::Impl {
     float *router = nullptr, *router_bias = nullptr;
     Weight exp_w13, exp_w2;  // [G, 2I, H], [G, H, I]; group E = the shared expert if fused
     Weight sh_w13, sh_w2;    // the shared expert when its width differs
-    bf16 *k_cache = nullptr, *v_cache = nullptr, *idx_cache = nullptr;
+    bf16 *k_cache = nullptr, *v_cache = nullptr, *idx_cache = nullptr;  // k/v: bf16 pages
+    uint8_t *k8 = nullptr, *v8 = nullptr;                               // or FP8 pages (opt.kv_fp8)
+    float *k_scale = nullptr, *v_scale = nullptr;
+    cuda::KvPages kv() const { return {k_cache, v_cache, k8, v8, k_scale, v_scale}; }
   };
 
   const ModelConfig& c;

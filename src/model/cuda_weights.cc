@@ -491,27 +491,34 @@ void CudaModel::Impl::scratch_free_tmp() {
 }
 
 size_t CudaModel::Impl::kv_bytes_per_page() const {
+  // Per slot and layer: K and V (bf16, or e4m3 + an fp32 scale per KV head), the bf16 index key (MSA).
+  const size_t kv = opt.kv_fp8 ? 2 * (size_t(kv_size()) + size_t(hkv) * 4) : 2 * size_t(kv_size()) * 2;
   size_t bytes = 0;
   for (int l = 0; l < c.num_layers; ++l)
-    bytes +=
-        size_t(c.msa.block_size) * (2 * kv_size() + (c.sparse_attention[l] ? c.msa.index_head_dim : 0)) * 2;
+    bytes += size_t(c.msa.block_size) * (kv + (c.sparse_attention[l] ? c.msa.index_head_dim * 2 : 0));
   return bytes;
 }
 
 void CudaModel::Impl::allocate_kv(int pages) {
   free_kv();
   const size_t slots = size_t(pages) * c.msa.block_size;
-  auto alloc = [&](size_t n) {
-    void* p = nullptr;
-    M3_CUDA_CHECK(cudaMalloc(&p, n * sizeof(bf16)));
+  auto alloc = [&]<typename T>(T*& p, size_t n) {
+    M3_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(T)));
     kv_owned.push_back(p);
-    return static_cast<bf16*>(p);
   };
   for (int l = 0; l < c.num_layers; ++l) {
     Layer& L = layers[l];
-    L.k_cache = alloc(slots * kv_size());
-    L.v_cache = alloc(slots * kv_size());
-    L.idx_cache = c.sparse_attention[l] ? alloc(slots * c.msa.index_head_dim) : nullptr;
+    if (opt.kv_fp8) {
+      alloc(L.k8, slots * kv_size());
+      alloc(L.v8, slots * kv_size());
+      alloc(L.k_scale, slots * hkv);
+      alloc(L.v_scale, slots * hkv);
+    } else {
+      alloc(L.k_cache, slots * kv_size());
+      alloc(L.v_cache, slots * kv_size());
+    }
+    L.idx_cache = nullptr;
+    if (c.sparse_attention[l]) alloc(L.idx_cache, slots * c.msa.index_head_dim);
   }
 }
 
@@ -519,8 +526,16 @@ void CudaModel::fill_kv_random(uint64_t seed) {
   Impl& m = *impl_;
   const size_t slots = size_t(num_pages_ + 1) * config_.msa.block_size;
   for (Impl::Layer& L : m.layers) {
-    cuda::fill_random(L.k_cache, false, int64_t(slots * m.kv_size()), seed++ << 40, 1.0f, m.stream);
-    cuda::fill_random(L.v_cache, false, int64_t(slots * m.kv_size()), seed++ << 40, 1.0f, m.stream);
+    if (L.k8) {  // e4m3 values of the bf16 pool's range, scale 1
+      cuda::fill_random_e4m3(L.k8, int64_t(slots * m.kv_size()), seed++ << 40, 1.0f, m.stream);
+      cuda::fill_random_e4m3(L.v8, int64_t(slots * m.kv_size()), seed++ << 40, 1.0f, m.stream);
+      const std::vector<float> ones(slots * m.hkv, 1.0f);
+      M3_CUDA_CHECK(cudaMemcpy(L.k_scale, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice));
+      M3_CUDA_CHECK(cudaMemcpy(L.v_scale, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice));
+    } else {
+      cuda::fill_random(L.k_cache, false, int64_t(slots * m.kv_size()), seed++ << 40, 1.0f, m.stream);
+      cuda::fill_random(L.v_cache, false, int64_t(slots * m.kv_size()), seed++ << 40, 1.0f, m.stream);
+    }
     if (L.idx_cache)
       cuda::fill_random(L.idx_cache, false, int64_t(slots * config_.msa.index_head_dim), seed++ << 40, 1.0f,
                         m.stream);

@@ -7,7 +7,9 @@
 // split-K counters must work from garbage and be left reusable, as in a CUDA-graph replay), the second time
 // with the tile list reversed (tile i no longer holds token i: the decode kernel's guess is wrong), the
 // output poisoned beforehand and cache slots past each sequence's end (and unused pages) filled with NaN,
-// which must never reach the output. Plus the host-side tile plan, split heuristics and workspace layout.
+// which must never reach the output. FP8 pages (e4m3 + a scale per token and KV head, values spread over
+// four decades so the scales matter) against the same computation on their dequantised values. Plus the
+// host-side tile plan, split heuristics and workspace layout.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -25,6 +27,8 @@
 #include "gpu/gpu_util.h"
 #include "kernels/attention_plan.h"
 #include "kernels/kernels.h"
+#include "loader/dtype.h"
+#include "loader/mxfp8.h"
 
 namespace m3 {
 namespace {
@@ -100,12 +104,14 @@ struct Case {
   int dim, group, page;
   bool sparse, decode = false;  // decode: a batch of one-token sequences only
   int topk = 0;                 // 0: by page size
+  bool fp8 = false;             // FP8 pages
 };
 
 std::string case_name(const Case& c) {
   std::ostringstream name;
   name << "d" << c.dim << "_g" << c.group << "_p" << c.page << (c.sparse ? "_sparse" : "_dense")
-       << (c.decode ? "_decode" : "") << (c.topk ? "_top" + std::to_string(c.topk) : "");
+       << (c.decode ? "_decode" : "") << (c.topk ? "_top" + std::to_string(c.topk) : "")
+       << (c.fp8 ? "_fp8" : "");
   return name.str();
 }
 
@@ -167,6 +173,32 @@ TEST_P(AttentionKernel, MatchesCpuReference) {
         kc[i] = __float2bfloat16(normal(rng)), vc[i] = __float2bfloat16(normal(rng));
         kf[i] = __bfloat162float(kc[i]), vf[i] = __bfloat162float(vc[i]);
       }
+  // FP8 pages: each valid (slot, head) row scaled, K by 10^[-0.5, 0) (normed in the model; larger K make the
+  // bf16 rounding of Q, which this check does not model, dominate it), V by 10^[-2, 2), then e4m3 with the
+  // row's amax / 448 scale; the reference reads the dequantised values.
+  std::vector<uint8_t> k8(kc.size(), 0x7f), v8(vc.size(), 0x7f);  // NaN where no sequence wrote
+  std::vector<float> ksc(kc.size() / D, std::numeric_limits<float>::quiet_NaN()), vsc(ksc);
+  if (c.fp8) {
+    std::uniform_real_distribution<float> decade(-1.f, 1.f);
+    auto quantise = [&](std::vector<float>& f, std::vector<uint8_t>& b, std::vector<float>& sc, size_t base,
+                        float decades, float offset) {
+      const float mag = std::pow(10.f, decades * decade(rng) + offset);
+      float amax = 0;
+      for (int d = 0; d < D; ++d) amax = std::max(amax, std::abs(f[base + d] *= mag));
+      const float scale = amax > 0 ? amax / kE4m3Max : 1.f;
+      sc[base / D] = scale;
+      for (int d = 0; d < D; ++d) {
+        b[base + d] = f32_to_f8e4m3(f[base + d] / scale);
+        f[base + d] = f8e4m3_to_f32(b[base + d]) * scale;
+      }
+    };
+    for (int s = 0; s < S; ++s)
+      for (int j = 0; j < seqs[s].start + seqs[s].count; ++j)
+        for (int g = 0; g < Hkv; ++g) {
+          quantise(kf, k8, ksc, slot_base(s, j) + size_t(g) * D, 0.25f, -0.25f);
+          quantise(vf, v8, vsc, slot_base(s, j) + size_t(g) * D, 2.f, 0.f);
+        }
+  }
   std::vector<float> q(size_t(T) * Hq * D);
   for (auto& x : q) x = normal(rng);
 
@@ -232,6 +264,11 @@ TEST_P(AttentionKernel, MatchesCpuReference) {
     }
 
   DeviceBuffer<bf16> d_k(kc), d_v(vc);
+  DeviceBuffer<uint8_t> d_k8(k8), d_v8(v8);
+  DeviceBuffer<float> d_ks(ksc), d_vs(vsc);
+  const cuda::KvPages kv =
+      c.fp8 ? cuda::KvPages{nullptr, nullptr, d_k8.get(), d_v8.get(), d_ks.get(), d_vs.get()}
+            : cuda::KvPages{d_k.get(), d_v.get()};
   DeviceBuffer<float> d_q(q);
   DeviceBuffer<int32_t> d_pos(tok_pos), d_seq(tok_seq), d_table(table), d_sel(sel);
   const cuda::AttentionPlan plan = cuda::plan_attention(ranges, G, D);
@@ -242,10 +279,11 @@ TEST_P(AttentionKernel, MatchesCpuReference) {
   const cuda::AttentionTiles tiles_reversed{d_reversed.get(), int(reversed.size()), plan.max_tokens};
   const cuda::TokenMeta meta{d_seq.get(), d_pos.get(), d_table.get(), max_blocks};
   const int32_t* selection = c.sparse ? d_sel.get() : nullptr;
-  const int auto_splits = cuda::paged_attention_splits(tiles, Hq, Hkv, D, P, c.sparse, topk, max_pos + 1);
+  const int auto_splits =
+      cuda::paged_attention_splits(tiles, Hq, Hkv, D, P, c.sparse, topk, max_pos + 1, c.fp8);
   size_t ws_floats = cuda::attention_workspace_floats(T, Hq, D, 16);
   ws_floats = std::max(ws_floats, cuda::paged_attention_workspace_floats(tiles, T, Hq, Hkv, D, P, c.sparse,
-                                                                         topk, max_pos + 1));
+                                                                         topk, max_pos + 1, c.fp8));
   DeviceBuffer<float> d_ws(ws_floats);
   DeviceBuffer<bf16> d_out(size_t(T) * Hq * D);
   std::vector<bf16> out(size_t(T) * Hq * D);
@@ -256,11 +294,11 @@ TEST_P(AttentionKernel, MatchesCpuReference) {
     const cuda::AttentionTiles& launch_tiles = run % 2 ? tiles_reversed : tiles;
     d_out.fill_bytes(0xff);  // NaN poison: every element must be written
     if (splits == 0)
-      cuda::paged_attention(d_q.get(), d_k.get(), d_v.get(), meta, selection, topk, launch_tiles, T, Hq, Hkv,
-                            D, P, max_pos + 1, scale, d_ws.get(), d_out.get(), nullptr);
+      cuda::paged_attention(d_q.get(), kv, meta, selection, topk, launch_tiles, T, Hq, Hkv, D, P, max_pos + 1,
+                            scale, d_ws.get(), d_out.get(), nullptr);
     else
-      cuda::paged_attention_with_splits(d_q.get(), d_k.get(), d_v.get(), meta, selection, topk, launch_tiles,
-                                        T, Hq, Hkv, D, P, splits, scale, d_ws.get(), d_out.get(), nullptr);
+      cuda::paged_attention_with_splits(d_q.get(), kv, meta, selection, topk, launch_tiles, T, Hq, Hkv, D, P,
+                                        splits, scale, d_ws.get(), d_out.get(), nullptr);
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     out = d_out.download();
@@ -316,7 +354,13 @@ INSTANTIATE_TEST_SUITE_P(
         Case{128, 16, 128, false, true}, Case{128, 16, 128, true, true}, Case{128, 8, 16, false, true},
         Case{128, 8, 16, true, true}, Case{64, 2, 8, true, true}, Case{32, 1, 16, false, true},
         Case{128, 1, 8, true, true}, Case{256, 4, 16, false, true}, Case{256, 4, 16, true, true},
-        Case{32, 160, 16, true, true}, Case{64, 4, 8, true, true, 40}, Case{128, 16, 8, true, false, 40}),
+        Case{32, 160, 16, true, true}, Case{64, 4, 8, true, true, 40}, Case{128, 16, 8, true, false, 40},
+        // FP8 pages: the wgmma tile (d128, 128 rows), the mma.sync tiles, the decode kernel, every dim.
+        Case{128, 16, 128, false, false, 0, true}, Case{128, 16, 128, true, false, 0, true},
+        Case{64, 2, 8, true, false, 0, true}, Case{32, 160, 16, false, false, 0, true},
+        Case{256, 4, 16, true, false, 0, true}, Case{128, 16, 128, false, true, 0, true},
+        Case{128, 16, 128, true, true, 0, true}, Case{64, 4, 8, true, true, 40, true},
+        Case{32, 1, 16, false, true, 0, true}, Case{256, 4, 16, true, true, 0, true}),
     [](const auto& info) { return case_name(info.param); });
 
 }  // namespace

@@ -2,7 +2,8 @@
 // CPU reference's building blocks (cpu::rms_norm_gemma, Rope) on fresh random projections: a ragged batch of
 // three sequences whose tokens straddle page boundaries, the real layout (q | k | v | index q | index k) with
 // partial rotary dims, and the dense-layer form (q | k | v only). fp32 outputs within fp32 rounding of the
-// reference, cache values the bf16 of it, and every other cache slot left as it was.
+// reference, cache values the bf16 of it, and every other cache slot left as it was. FP8 pages: each head's
+// scale and e4m3 bytes exactly the CPU reference's rounding (loader/mxfp8.h) of the kernel's own fp32 values.
 #include <gtest/gtest.h>
 
 #include <cuda_bf16.h>
@@ -18,6 +19,7 @@
 #include "gpu/device_buffer.h"
 #include "gpu/gpu_util.h"
 #include "kernels/kernels.h"
+#include "loader/mxfp8.h"
 #include "model/cpu_ops.h"
 #include "model/rope.h"
 
@@ -38,6 +40,7 @@ float bf16_to_float(bf16 v) {
 struct Seg {
   int heads, dim;
   bool norm, out, cache;
+  bool fp8 = false;  // the cache in FP8 (needs out: the bytes are checked against the kernel's fp32 values)
 };
 
 void check_prepare_heads(const std::vector<Seg>& segs, int rotary, uint64_t seed) {
@@ -70,7 +73,8 @@ void check_prepare_heads(const std::vector<Seg>& segs, int rotary, uint64_t seed
   DeviceBuffer<int32_t> d_seq(tok_seq), d_pos(tok_pos), d_table(table);
   std::vector<std::vector<float>> norms;
   std::vector<std::unique_ptr<DeviceBuffer<bf16>>> d_norms, d_caches;
-  std::vector<std::unique_ptr<DeviceBuffer<float>>> d_outs;
+  std::vector<std::unique_ptr<DeviceBuffer<float>>> d_outs, d_scales;
+  std::vector<std::unique_ptr<DeviceBuffer<uint8_t>>> d_c8;
   cuda::HeadPrep prep;
   const int count = static_cast<int>(segs.size());
   for (int g = 0, col = 0; g < count; col += segs[g].heads * segs[g].dim, ++g) {
@@ -83,14 +87,20 @@ void check_prepare_heads(const std::vector<Seg>& segs, int rotary, uint64_t seed
     d_outs.push_back(std::make_unique<DeviceBuffer<float>>(sg.out ? size_t(T) * sg.heads * sg.dim : 1));
     d_caches.push_back(
         std::make_unique<DeviceBuffer<bf16>>(sg.cache ? size_t(kPages) * kPage * sg.heads * sg.dim : 1));
+    const size_t rows8 = sg.cache && sg.fp8 ? size_t(kPages) * kPage * sg.heads : 1;
+    d_c8.push_back(std::make_unique<DeviceBuffer<uint8_t>>(rows8 * sg.dim));
+    d_scales.push_back(std::make_unique<DeviceBuffer<float>>(rows8));
     d_outs.back()->fill_bytes(0xff);
     d_caches.back()->fill_bytes(0x7b);
+    d_c8.back()->fill_bytes(0x7b);
     prep.seg[g] = {col,
                    sg.heads,
                    sg.dim,
                    sg.norm ? d_norms.back()->get() : nullptr,
                    sg.out ? d_outs.back()->get() : nullptr,
-                   sg.cache ? d_caches.back()->get() : nullptr};
+                   sg.cache && !sg.fp8 ? d_caches.back()->get() : nullptr,
+                   sg.cache && sg.fp8 ? d_c8.back()->get() : nullptr,
+                   sg.cache && sg.fp8 ? d_scales.back()->get() : nullptr};
   }
   const cuda::TokenMeta meta{d_seq.get(), d_pos.get(), d_table.get(), kMaxBlocks};
   cuda::prepare_heads(d_proj.get(), ld, prep, d_inv.get(), meta, T, rotary, kEps, kPage, nullptr);
@@ -115,7 +125,25 @@ void check_prepare_heads(const std::vector<Seg>& segs, int rotary, uint64_t seed
         ASSERT_NEAR(got[i], want[i], 2e-5f * (1.0f + std::fabs(want[i])))
             << "segment " << g << " value " << i;
     }
-    if (sg.cache) {
+    if (sg.cache && sg.fp8) {
+      const std::vector<float> out = d_outs[g]->download(), scales = d_scales[g]->download();
+      const std::vector<uint8_t> got = d_c8[g]->download();
+      for (int t = 0; t < T; ++t) {
+        const int p = tok_pos[t];
+        const int slot = table[tok_seq[t] * kMaxBlocks + p / kPage] * kPage + p % kPage;
+        for (int h = 0; h < sg.heads; ++h) {
+          const float* v = &out[size_t(t) * HD + size_t(h) * sg.dim];
+          float amax = 0;
+          for (int i = 0; i < sg.dim; ++i) amax = std::max(amax, std::fabs(v[i]));
+          const float scale = amax > 0 ? amax / kE4m3Max : 1.0f;
+          ASSERT_EQ(scales[size_t(slot) * sg.heads + h], scale)
+              << "segment " << g << " token " << t << " head " << h;
+          for (int i = 0; i < sg.dim; ++i)
+            ASSERT_EQ(got[(size_t(slot) * sg.heads + h) * sg.dim + i], f32_to_f8e4m3(v[i] / scale))
+                << "segment " << g << " token " << t << " head " << h << " " << i;
+        }
+      }
+    } else if (sg.cache) {
       const std::vector<bf16> got = d_caches[g]->download();
       std::vector<bool> written(size_t(kPages) * kPage, false);
       for (int t = 0; t < T; ++t) {
@@ -159,6 +187,16 @@ TEST(PrepareHeadsKernel, DenseLayerLayoutAndOddDims) {
   // Dims that are not multiples of 32 (tiny test models), both outputs on one segment.
   check_prepare_heads({{5, 48, true, true, true}, {1, 48, false, true, true}, {2, 16, true, true, false}}, 16,
                       3);
+}
+
+TEST(PrepareHeadsKernel, Fp8PagesRoundAsTheCpuReference) {
+  M3_REQUIRE_GPU();
+  check_prepare_heads({{4, 128, true, true, false},
+                       {2, 128, true, true, true, true},
+                       {2, 128, false, true, true, true},
+                       {1, 64, true, false, true}},
+                      64, 4);
+  check_prepare_heads({{2, 32, true, true, true, true}, {2, 32, false, true, true, true}}, 16, 5);
 }
 
 TEST(PrepareHeadsKernel, RejectsUnsupportedShapes) {

@@ -227,8 +227,8 @@ def run_prompt(model, prompt, max_tokens, record_hidden):
 def build(name, cfg_dict, seed, prompts, max_tokens, out_dir, layout, mxfp8=False):
     print(f"== {name}", flush=True)
     text = cfg_dict["text_config"]
-    config = MiniMaxM3VLConfig(**copy.deepcopy(cfg_dict))
-    tc = config.text_config
+    model = reference_model(cfg_dict, seed)
+    tc = model.config.text_config
     ndense = text["moe_layer_freq"].count(0)
     sa = text["sparse_attention_config"]
     assert tc.layer_types == ["full_attention"] * ndense + ["minimax_m3_sparse"] * (tc.num_hidden_layers - ndense), tc.layer_types
@@ -237,15 +237,6 @@ def build(name, cfg_dict, seed, prompts, max_tokens, out_dir, layout, mxfp8=Fals
         sa["sparse_block_size"], sa["sparse_topk_blocks"], sa["sparse_local_block"], sa["sparse_num_index_heads"],
         sa["sparse_index_dim"]), "transformers parsed the released sparse_attention_config differently"
     print("   rope_parameters:", tc.rope_parameters)
-    config._attn_implementation = "eager"
-    if hasattr(config, "_experts_implementation"):
-        config._experts_implementation = "eager"
-        tc._experts_implementation = "eager"
-    model = mm.MiniMaxM3SparseForConditionalGeneration(config)
-    gen = torch.Generator().manual_seed(seed)
-    randomize(model, gen)
-    round_to_bf16(model)
-    model = model.to(DEV).float().eval()
 
     mdir = os.path.join(out_dir, "models", name)
     tmp = tempfile.mkdtemp()
@@ -259,14 +250,7 @@ def build(name, cfg_dict, seed, prompts, max_tokens, out_dir, layout, mxfp8=Fals
         tensors = to_released_names(tensors, range(ndense), text_only=text_only)
         cfg_out = copy.deepcopy(text if text_only else cfg_dict)
         if mxfp8:
-            params = {}
-            for k in list(tensors):
-                if k.endswith(MXFP8_SUFFIXES) and "vision" not in k and "projector" not in k and "patch_merge" not in k:
-                    q, s, deq = quantize_mxfp8(tensors[k])
-                    tensors[k] = q
-                    tensors[k.replace(".weight", ".weight_scale_inv")] = s
-                    params[k] = deq
-            load_dequantized(model, params)
+            quantize_released(model, tensors)
             cfg_out["quantization_config"] = {"quant_method": "mxfp8", "activation_scheme": "dynamic",
                                               "weight_block_size": [1, 32],
                                               "ignored_layers": ["lm_head", "model.embed_tokens", "vision_tower"]}
@@ -294,6 +278,39 @@ def build(name, cfg_dict, seed, prompts, max_tokens, out_dir, layout, mxfp8=Fals
         json.dump({"meta": meta, "prompts": results}, f)
     print("   clamp:", meta["clamp_fraction"], " min margin:",
           min(s["margin"] for r in results for s in r["steps"]), flush=True)
+    return model
+
+
+def quantize_released(model, tensors):
+    """MXFP8 of the released checkpoint's linear weights, in place in `tensors` (values + weight_scale_inv), and the
+    dequantised values put into the in-memory reference model."""
+    params = {}
+    for k in list(tensors):
+        if k.endswith(MXFP8_SUFFIXES) and "vision" not in k and "projector" not in k and "patch_merge" not in k:
+            q, s, deq = quantize_mxfp8(tensors[k])
+            tensors[k] = q
+            tensors[k.replace(".weight", ".weight_scale_inv")] = s
+            params[k] = deq
+    load_dequantized(model, params)
+
+
+def reference_model(cfg_dict, seed, mxfp8=False):
+    """The in-memory reference of a fixture as build() makes it (same seed, same weights), without writing files."""
+    config = MiniMaxM3VLConfig(**copy.deepcopy(cfg_dict))
+    config._attn_implementation = "eager"
+    if hasattr(config, "_experts_implementation"):
+        config._experts_implementation = "eager"
+        config.text_config._experts_implementation = "eager"
+    model = mm.MiniMaxM3SparseForConditionalGeneration(config)
+    randomize(model, torch.Generator().manual_seed(seed))
+    round_to_bf16(model)
+    model = model.to(DEV).float().eval()
+    if mxfp8:
+        ndense = cfg_dict["text_config"]["moe_layer_freq"].count(0)
+        tmp = tempfile.mkdtemp()
+        save_hf(model, tmp)
+        quantize_released(model, to_released_names(read_all_tensors(tmp), range(ndense), text_only=False))
+        shutil.rmtree(tmp)
     return model
 
 
@@ -329,6 +346,20 @@ def load_dequantized(model, params):
                     (gu[:half] if proj == "gate_proj" else gu[half:]).copy_(deq)
                 continue
             sd[k2].copy_(deq)
+
+
+def block128_config():
+    """m3-tiny-block128: the real block size 128 and top-16 at head_dim 32 (seed 5)."""
+    return vl_config(released_text_config(hidden=64, heads=8, kv_heads=4, head_dim=32, rotary_dim=16, experts=8,
+                                          topk_experts=2, inter=32, shared_inter=32, dense_inter=128, vocab=512,
+                                          dense_layers=1, sparse_layers=2, block=128, topk_blocks=16))
+
+
+def mxfp8_block128_config():
+    """m3-tiny-mxfp8-block128: MXFP8 at the real head_dim 128, block 128, top-16 (seed 6)."""
+    return vl_config(released_text_config(hidden=128, heads=4, kv_heads=2, head_dim=128, rotary_dim=64, experts=8,
+                                          topk_experts=2, inter=64, shared_inter=64, dense_inter=128, vocab=512,
+                                          dense_layers=1, sparse_layers=2, block=128, topk_blocks=16))
 
 
 def rand_prompt(gen, n, vocab):
@@ -368,17 +399,13 @@ def main():
     if want("m3-tiny-mxfp8"):
         build("m3-tiny-mxfp8", a, 4, prompts_mx, 10, out_dir, "released", mxfp8=True)
 
-    d = vl_config(released_text_config(hidden=64, heads=8, kv_heads=4, head_dim=32, rotary_dim=16, experts=8,
-                                       topk_experts=2, inter=32, shared_inter=32, dense_inter=128, vocab=512,
-                                       dense_layers=1, sparse_layers=2, block=128, topk_blocks=16))
+    d = block128_config()
     prompts_d = [rand_prompt(g, n, 512) for n in (2600, 2200)]
     if want("m3-tiny-block128"):
         build("m3-tiny-block128", d, 5, prompts_d, 6, out_dir, "released-sharded")
 
     # MXFP8 at the real head_dim 128, block 128, top-16, with prompts of 3-5K tokens (issue 13).
-    e = vl_config(released_text_config(hidden=128, heads=4, kv_heads=2, head_dim=128, rotary_dim=64, experts=8,
-                                       topk_experts=2, inter=64, shared_inter=64, dense_inter=128, vocab=512,
-                                       dense_layers=1, sparse_layers=2, block=128, topk_blocks=16))
+    e = mxfp8_block128_config()
     prompts_e = [rand_prompt(g, n, 512) for n in (4500, 3100)]
     if want("m3-tiny-mxfp8-block128"):
         build("m3-tiny-mxfp8-block128", e, 6, prompts_e, 6, out_dir, "released-sharded", mxfp8=True)

@@ -6,6 +6,9 @@
 # fp8: MXFP8 fixtures through `m3 generate --device cuda` (FP8 weights on the GPU) against transformers' goldens,
 # (FIXTURES="name ..." first writes those goldens with tools/goldens/make_goldens.py, uses them and leaves them
 # in $OUT/fixtures.tar.gz). The CUDA FP8 path against the CPU reference is in cuda_test (CudaVsCpu.*Fp8*).
+# kv: the FP8 KV cache: its GPU tests (kernels, CUDA vs the CPU reference), transformers bf16 vs fp32 on long prompts
+# (tools/goldens/precision_drift.py) and m3serve's FP8 vs bf16 KV on the same prompts (KvPrecision), and
+# `m3 generate --kv-cache-dtype fp8` on the golden fixtures.
 # tp: tensor parallel over the machine's GPUs (2 or more): `m3 generate --tensor-parallel-size N` on the golden
 # fixtures against TP 1, a TP-N server answering as a TP-1 server does, and a killed rank ending the server.
 # Full logs go to $OUT; short tables are printed.
@@ -132,6 +135,27 @@ if want fp8; then
       --output "$OUT/fp8_out_$m.jsonl" 2>"$OUT/fp8_generate_$m.log" || { echo "generate $m: FAILED"; status=1; }
     grep -h "linear weights" "$OUT/fp8_generate_$m.log" | sed 's/^/  /'
     golden_check "$m" "$OUT/fp8_out_$m.jsonl" "m3 generate --device cuda $m (MXFP8 on the GPU)"
+  done
+fi
+
+if want kv; then
+  build-gpu/bin/cuda_test --gtest_filter='*fp8*:*Fp8Kv*:*PrepareHeads*' >"$OUT/kv_tests.log" 2>&1 || status=1
+  grep -E "^\[  FAILED|PASSED|tests ran" "$OUT/kv_tests.log" | sort -u | tail -14
+  grep -A3 "Failure" "$OUT/kv_tests.log" | grep -v "worst err/row_max" | head -12
+  grep "_fp8 splits" "$OUT/kv_tests.log" | grep -v " 0 elements over 2e-2, 0 NaN" | cut -c1-400 | head -6
+  python3 tools/goldens/precision_drift.py "$OUT/precision_drift.json" >"$OUT/precision_drift.log" 2>&1 ||
+    { echo "precision_drift: FAILED"; tail -20 "$OUT/precision_drift.log"; status=1; }
+  grep -v "^$" "$OUT/precision_drift.log" | tail -12
+  M3_PRECISION_DRIFT_JSON="$OUT/precision_drift.json" build-gpu/bin/cuda_test --gtest_filter='KvPrecision.*' \
+    >"$OUT/kv_precision.log" 2>&1 || status=1
+  grep -E "KV \(m3serve\)|OK|FAILED|Failure|Expected|Which is" "$OUT/kv_precision.log" | head -20
+  for m in m3-tiny-msa m3-tiny-block128 m3-tiny-mxfp8-block128; do
+    golden_prompts "$m" >"$OUT/kv_in_$m.jsonl"
+    timeout 300 build-gpu/bin/m3 generate --model "tests/fixtures/models/$m" --device cuda --kv-cache-dtype fp8 \
+      --input "$OUT/kv_in_$m.jsonl" --output "$OUT/kv_out_$m.jsonl" 2>"$OUT/kv_generate_$m.log" ||
+      { echo "generate --kv-cache-dtype fp8 $m: FAILED"; tail -3 "$OUT/kv_generate_$m.log"; status=1; }
+    grep -h "KV pool" "$OUT/kv_generate_$m.log" | sed 's/^/  /'
+    golden_check "$m" "$OUT/kv_out_$m.jsonl" "m3 generate --device cuda --kv-cache-dtype fp8 $m"
   done
 fi
 
