@@ -209,7 +209,7 @@ void register_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--quantization,-q", args->quantization,
                   "fp8: FP8 linear weights (MXFP8 blocks), quantised at load from a bf16 checkpoint");
   cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype,
-                  "auto | bfloat16 | fp8 (= fp8_e4m3: per-token, per-head scales; cpu backend so far)");
+                  "auto | bfloat16 | fp8 (= fp8_e4m3: K and V in e4m3, a scale per token and KV head)");
   cmd->add_option("--num-kv-pages", args->num_kv_pages,
                   "KV pages to allocate (default: what the requests need)");
   cmd->add_option("--kv-cache-gb", args->kv_cache_gb, "Cap on the default KV pool size (cpu)");

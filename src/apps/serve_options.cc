@@ -47,7 +47,7 @@ void add_serve_flags(CLI::App& cmd, ServeConfig& c) {
                  "Fraction of GPU memory for weights + KV (cuda)")
       ->check(CLI::Range(0.01, 1.0));
   cmd.add_option("--kv-cache-dtype", c.kv_cache_dtype,
-                 "auto | bfloat16 | fp8 (= fp8_e4m3: per-token, per-head scales; cpu backend so far)");
+                 "auto | bfloat16 | fp8 (= fp8_e4m3: K and V in e4m3, a scale per token and KV head)");
   cmd.add_option("--dtype", c.dtype, "auto | bfloat16");
   cmd.add_option(
       "--quantization,-q", c.quantization,

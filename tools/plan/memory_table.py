@@ -5,8 +5,9 @@ Per rank, as m3serve lays the model out (config/shard_layout.h, model/weight_lay
 expert widths, o-projection columns and vocabulary rows split t ways; KV heads split up to 4 ranks and
 replicated beyond; the index-key projection, norms and the fp32 router whole on every rank. Linear weights are
 bf16 (2 B) or MXFP8 (1 B + one e8m0 scale per 32: 1.03125 B); the embedding and LM head stay bf16 (the MXFP8
-checkpoint's ignored_layers). KV per token: K and V (bf16) of the rank's KV heads in all 60 layers plus the
-MSA index key (128 bf16) in the 57 MSA layers. Activations + workspace: 5.2 GB, the startup profile of the
+checkpoint's ignored_layers). KV per token: K and V of the rank's KV heads in all 60 layers (bf16, or with
+--kv-cache-dtype fp8 e4m3 plus one fp32 scale per KV head each) plus the MSA index key (128 bf16, in both) in
+the 57 MSA layers. Activations + workspace: 5.2 GB, the startup profile of the
 one-GPU full-width model at --max-num-batched-tokens 8192 / 64 decode sequences (docs/performance.md), taken
 whole on every rank (conservative: TP divides most of it), plus FP8's two widening slabs. The KV pool gets
 --gpu-memory-utilization 0.9 of the device minus the rest, as the startup plan gives it.
@@ -37,24 +38,26 @@ def per_rank(tp, fp8):
             lin_params += 3 * (DENSE_I // tp) * H
     vocab_rows = -(-VOCAB // tp)
     weights = lin * lin_params + other + 2.0 * 2 * vocab_rows * H  # + embedding and LM head
-    kv_token = LAYERS * 2 * hkv * D * 2 + (LAYERS - DENSE_LAYERS) * IDX_D * 2
+    index = (LAYERS - DENSE_LAYERS) * IDX_D * 2
+    kv_token = LAYERS * 2 * hkv * D * 2 + index
+    kv_token_fp8 = LAYERS * 2 * hkv * (D + 4) + index
     widen = (2 * (2 * DENSE_I // tp) * H + 2 * (2 * EXPERT_I // tp) * H) if fp8 else 0
-    return weights, kv_token, ACT_GB * 1e9 + widen
+    return weights, kv_token, kv_token_fp8, ACT_GB * 1e9 + widen
 
 
 def main():
-    print("| GPUs (TP) | linear weights | weights / GPU | KV / token / GPU (bf16 KV) | " + " | ".join(
-        f"{g}: KV tokens that fit" for g in GPUS) + " |")
+    print("| GPUs (TP) | linear weights | weights / GPU | KV / token / GPU: bf16 KV, FP8 KV | " + " | ".join(
+        f"{g}: KV tokens that fit (bf16 KV / FP8 KV)" for g in GPUS) + " |")
     print("|---|---|---|---|" + "---|" * len(GPUS))
     for tp in (1, 2, 4, 8):
         for fp8 in (False, True):
-            w, kv, act = per_rank(tp, fp8)
+            w, kv, kv8, act = per_rank(tp, fp8)
             cells = []
             for total in GPUS.values():
                 free = UTIL * total - w - act
-                cells.append("does not fit" if free <= 0 else f"{free / kv / 1e6:.2f} M")
-            print(f"| {tp} | {'FP8 (MXFP8)' if fp8 else 'BF16'} | {w / 1e9:.1f} GB | {kv / 1e3:.1f} KB | "
-                  + " | ".join(cells) + " |")
+                cells.append("does not fit" if free <= 0 else f"{free / kv / 1e6:.2f} M / {free / kv8 / 1e6:.2f} M")
+            print(f"| {tp} | {'FP8 (MXFP8)' if fp8 else 'BF16'} | {w / 1e9:.1f} GB | {kv / 1e3:.1f} KB, "
+                  f"{kv8 / 1e3:.1f} KB | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
