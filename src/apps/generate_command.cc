@@ -30,6 +30,7 @@ struct GenerateArgs {
   int max_num_seqs = 256, max_num_batched_tokens = 8192, num_kv_pages = 0;
   int64_t max_model_len = 0;
   double kv_cache_gb = 4.0;
+  bool prefix_caching = true;
   dist::LaunchFlags launch;  // world_size: --tensor-parallel-size
 };
 
@@ -122,7 +123,8 @@ int run(const GenerateArgs& a) {
   bo.quantization = a.quantization;
   bo.kv_cache_dtype = a.kv_cache_dtype;
   auto t0 = std::chrono::steady_clock::now();
-  Engine engine(load_backend(a.model, bo), {a.max_num_seqs, a.max_num_batched_tokens, a.max_model_len});
+  Engine engine(load_backend(a.model, bo),
+                {a.max_num_seqs, a.max_num_batched_tokens, a.max_model_len, a.prefix_caching});
   auto t1 = std::chrono::steady_clock::now();
 
   std::map<int64_t, Line*> by_id;
@@ -208,6 +210,8 @@ void register_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-model-len", args->max_model_len, "Longest prompt + output (default: the model's)");
   cmd->add_option("--quantization,-q", args->quantization,
                   "fp8: FP8 linear weights (MXFP8 blocks), quantised at load from a bf16 checkpoint");
+  cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", args->prefix_caching,
+                "Reuse the KV pages of prompt prefixes seen before (default: on)");
   cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype,
                   "auto | bfloat16 | fp8 (= fp8_e4m3: K and V in e4m3, a scale per token and KV head)");
   cmd->add_option("--num-kv-pages", args->num_kv_pages,

@@ -46,6 +46,8 @@ void add_serve_flags(CLI::App& cmd, ServeConfig& c) {
   cmd.add_option("--gpu-memory-utilization,--mem-fraction-static", c.gpu_memory_utilization,
                  "Fraction of GPU memory for weights + KV (cuda)")
       ->check(CLI::Range(0.01, 1.0));
+  cmd.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c.engine.enable_prefix_caching,
+               "Reuse the KV pages (and MSA index keys) of prompt prefixes seen before (default: on)");
   cmd.add_option("--kv-cache-dtype", c.kv_cache_dtype,
                  "auto | bfloat16 | fp8 (= fp8_e4m3: K and V in e4m3, a scale per token and KV head)");
   cmd.add_option("--dtype", c.dtype, "auto | bfloat16");
@@ -113,8 +115,7 @@ void add_serve_flags(CLI::App& cmd, ServeConfig& c) {
         name, [&c, name](const std::string& v) { c.ignored_flags.push_back(std::string(name) + " " + v); },
         "accepted; no effect in m3serve");
   for (const char* name : {"--trust-remote-code,--trust_remote_code", "--language-model-only",
-                           "--enable-multimodal", "--enable_attention_dp", "--no-enable-prefix-caching",
-                           "--disable-log-requests", "--enable-prefix-caching"})
+                           "--enable-multimodal", "--enable_attention_dp", "--disable-log-requests"})
     cmd.add_flag_function(
         name, [&c, name](int64_t) { c.ignored_flags.push_back(name); }, "accepted; no effect");
 }
@@ -166,11 +167,9 @@ void merge_yaml(ServeConfig& c, const ModelConfig& model) {
              where + "sparse_attention_config is set but the model has no sparse layers");
     }
     if (auto k = y["kv_cache_config"]) {
-      if (k["enable_block_reuse"] && k["enable_block_reuse"].as<bool>())
-        fail(ErrorKind::kUnsupported,
-             where +
-                 "kv_cache_config.enable_block_reuse: true is not supported with sparse "
-                 "attention; set it to false");
+      // TensorRT-LLM must turn block reuse off on the sparse path; m3serve reuses pages with their index
+      // keys.
+      if (k["enable_block_reuse"]) c.engine.enable_prefix_caching = k["enable_block_reuse"].as<bool>();
       if (k["free_gpu_memory_fraction"])
         c.gpu_memory_utilization = k["free_gpu_memory_fraction"].as<double>();
       if (k["dtype"]) c.kv_cache_dtype = k["dtype"].as<std::string>();

@@ -80,6 +80,14 @@ void AsyncEngine::begin_drain() {
   draining_ = true;
 }
 
+void AsyncEngine::reset_prefix_cache() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reset_prefix_cache_ = true;
+  }
+  wake_.notify_one();
+}
+
 void AsyncEngine::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -105,8 +113,14 @@ void AsyncEngine::loop() {
     bool done = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock,
-                 [&] { return stopping_ || !incoming_.empty() || !aborts_.empty() || engine_->has_work(); });
+      wake_.wait(lock, [&] {
+        return stopping_ || reset_prefix_cache_ || !incoming_.empty() || !aborts_.empty() ||
+               engine_->has_work();
+      });
+      if (reset_prefix_cache_) {
+        log_info("prefix cache reset: ", engine_->reset_prefix_cache(), " cached KV pages dropped");
+        reset_prefix_cache_ = false;
+      }
       incoming.swap(incoming_);
       aborts.swap(aborts_);
       for (auto& [request, stream] : incoming) {

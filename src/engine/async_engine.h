@@ -61,7 +61,10 @@ class AsyncEngine {
   EngineStats stats() const;
   size_t in_flight() const;
   void begin_drain();  // refuse new requests; in-flight ones continue
-  void stop();         // aborts everything still running and joins the loop thread
+  // Drops the prefix cache's pages that no request holds, at the next step boundary (POST
+  // /reset_prefix_cache).
+  void reset_prefix_cache();
+  void stop();  // aborts everything still running and joins the loop thread
 
  private:
   void loop();
@@ -75,6 +78,7 @@ class AsyncEngine {
   std::condition_variable wake_;
   std::deque<std::pair<Request, std::shared_ptr<RequestStream>>> incoming_;
   std::vector<int64_t> aborts_;
+  bool reset_prefix_cache_ = false;
   std::map<int64_t, std::shared_ptr<RequestStream>> streams_;  // by public id, until finished
   std::map<int64_t, int64_t> engine_ids_;                      // public id -> engine id, once added
   std::map<int64_t, int64_t> public_ids_;                      // engine id -> public id

@@ -26,8 +26,8 @@ const char* finish_reason_name(FinishReason r) {
 Engine::Engine(std::unique_ptr<ModelBackend> backend, EngineOptions options)
     : backend_(std::move(backend)),
       opt_(options),
-      sched_({options.max_num_seqs, options.max_num_batched_tokens}, backend_->num_kv_pages(),
-             backend_->page_size()) {
+      sched_({options.max_num_seqs, options.max_num_batched_tokens, options.enable_prefix_caching},
+             backend_->num_kv_pages(), backend_->page_size()) {
   const int64_t pool_tokens = int64_t{backend_->num_kv_pages()} * backend_->page_size();
   max_model_len_ = opt_.max_model_len > 0 ? opt_.max_model_len : backend_->config().max_position_embeddings;
   if (max_model_len_ > backend_->config().max_position_embeddings)
@@ -92,7 +92,7 @@ int64_t Engine::add(Request r) {
     std::random_device entropy;
     seed = ((uint64_t{entropy()} << 32) | entropy()) ^ static_cast<uint64_t>(id);
   }
-  sched_.add(id, r.prompt);
+  sched_.add(id, r.prompt, r.cache_salt);
   PenaltyState penalties;
   if (r.sampling.repetition_penalty != 1.0f) {
     penalties.prompt_tokens = r.prompt;
@@ -116,6 +116,8 @@ EngineStats Engine::stats() const {
   s.waiting = sched_.num_waiting();
   s.kv_pages_total = sched_.pool().num_pages();
   s.kv_pages_free = sched_.pool().num_free();
+  s.prefix_cache_queries = sched_.prefix_cache_stats().queries;
+  s.prefix_cache_hits = sched_.prefix_cache_stats().hits;
   return s;
 }
 
@@ -194,6 +196,7 @@ std::vector<TokenEvent> Engine::step() {
     chunk.start_pos = c.start_pos;
     chunk.block_table = s.block_table;
     chunk.want_logits = c.samples;
+    chunk.seq_id = c.seq_id;
     batch.token_ids.insert(batch.token_ids.end(), s.tokens.begin() + c.start_pos,
                            s.tokens.begin() + c.start_pos + c.num_tokens);
     batch.seqs.push_back(chunk);
@@ -245,6 +248,7 @@ std::vector<TokenEvent> Engine::step() {
       ev.is_eos = std::find(stop_ids.begin(), stop_ids.end(), token) == stop_ids.end();
     }
     ev.logprobs = std::move(logprobs);
+    ev.cached_tokens = std::max(0, sched_.seq(id).num_cached);
     events.push_back(std::move(ev));
     if (fr != FinishReason::kNone) {
       sched_.finish(id);

@@ -22,7 +22,8 @@ namespace m3 {
 struct EngineOptions {
   int max_num_seqs = 256;
   int max_num_batched_tokens = 8192;
-  int64_t max_model_len = 0;  // 0: the model's max_position_embeddings, capped by the KV pool
+  int64_t max_model_len = 0;          // 0: the model's max_position_embeddings, capped by the KV pool
+  bool enable_prefix_caching = true;  // reuse the KV pages of known prefixes (sched/scheduler.h)
 };
 
 // A cap on reasoning (Anthropic thinking.budget_tokens, vLLM thinking_token_budget): once a reasoning span
@@ -43,6 +44,7 @@ struct Request {
   bool ignore_eos = false;
   std::vector<int32_t> stop_token_ids;
   std::optional<ThinkingBudget> thinking_budget;
+  uint64_t cache_salt = 0;  // prefix-cache namespace: requests share cached pages only with the same salt
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort };
@@ -55,6 +57,7 @@ struct TokenEvent {
   int32_t stop_token = -1;                    // the stop token id / EOS that finished it (finish == kStop)
   bool is_eos = false;  // stop_token is an EOS id rather than one of the request's stop_token_ids
   std::optional<TokenLogprobs> logprobs;  // when the request asked for logprobs
+  int32_t cached_tokens = 0;              // prompt tokens that came from the prefix cache
 };
 
 struct EngineStats {
@@ -63,6 +66,7 @@ struct EngineStats {
   int64_t prompt_tokens = 0;  // prompt tokens computed (recomputation after preemption included)
   int64_t generated_tokens = 0;
   int64_t preemptions = 0;
+  int64_t prefix_cache_queries = 0, prefix_cache_hits = 0;  // tokens (sched/scheduler.h PrefixCacheStats)
   int64_t steps = 0;
   double step_seconds = 0;  // wall time spent inside step(), scheduling and sampling included
 };
@@ -83,6 +87,8 @@ class Engine {
   // Runs one step and returns the tokens it produced (at most one per running request).
   std::vector<TokenEvent> step();
   EngineStats stats() const;
+  // Forgets the cached KV pages no running request holds; returns how many.
+  int reset_prefix_cache() { return sched_.reset_prefix_cache(); }
 
  private:
   struct Active {

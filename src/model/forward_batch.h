@@ -18,6 +18,7 @@ struct SeqChunk {
   int64_t start_pos = 0;  // absolute position of the first token = tokens already in the KV cache
   std::span<const int32_t> block_table;  // page ids covering positions [0, start_pos + num_tokens)
   bool want_logits = false;              // return logits of the chunk's last token
+  int64_t seq_id = 0;                    // the engine's id of the sequence (stable across preemption)
 };
 
 struct ForwardBatch {

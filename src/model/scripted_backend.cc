@@ -1,6 +1,7 @@
 // Script loading and the per-sequence replay: a sequence's history is rebuilt from the chunks the engine
-// feeds (keyed by block_table[0], reset when a chunk starts at position 0); the rule is chosen when the first
-// logits row is requested, i.e. once the whole prompt has been seen.
+// feeds, written into per-page token slots as a KV cache would hold them (so pages shared by prefix caching
+// read back right); the rule is chosen when a sequence (by its engine id) first asks for logits, i.e. once
+// the whole prompt has been seen, and a preempted sequence carries on where it was.
 #include "model/scripted_backend.h"
 
 #include <fstream>
@@ -67,20 +68,31 @@ ForwardOutput ScriptedBackend::forward(const ForwardBatch& batch, const ForwardO
     M3_CHECK(
         c.token_offset >= 0 && c.token_offset + c.num_tokens <= static_cast<int32_t>(batch.token_ids.size()),
         "chunk tokens out of the batch");
-    SeqState& s = seqs_[c.block_table[0]];
-    if (c.start_pos == 0) s = SeqState{};
-    M3_CHECK(static_cast<int64_t>(s.tokens.size()) == c.start_pos,
-             "scripted backend: chunk does not continue its sequence (start_pos " +
-                 std::to_string(c.start_pos) + ", seen " + std::to_string(s.tokens.size()) + ")");
-    s.tokens.insert(s.tokens.end(), batch.token_ids.begin() + c.token_offset,
-                    batch.token_ids.begin() + c.token_offset + c.num_tokens);
-    if (!c.want_logits) continue;
-    if (!s.output) {
-      s.prompt_len = s.tokens.size();
-      s.output = &output_for(s.tokens);
+    const int64_t P = page_size(), end = c.start_pos + c.num_tokens;
+    M3_CHECK(static_cast<int64_t>(c.block_table.size()) * P >= end, "a chunk's pages do not cover it");
+    for (int64_t pos = c.start_pos; pos < end; ++pos) {  // the "KV" write: tokens into their page slots
+      const int32_t page = c.block_table[size_t(pos / P)];
+      std::vector<int32_t>& slots = pages_[page];
+      slots.resize(size_t(P), -1);
+      slots[size_t(pos % P)] = batch.token_ids[size_t(c.token_offset + (pos - c.start_pos))];
     }
-    const size_t k = s.tokens.size() - s.prompt_len;  // tokens generated (and fed back) so far
-    const int32_t next = k < s.output->size() ? (*s.output)[k] : eos_;
+    if (!c.want_logits) continue;
+    auto found = seqs_.find(c.seq_id);
+    SeqState* s = found == seqs_.end() ? nullptr : &found->second;
+    if (!s) {  // the first logits row: everything known so far is the prompt
+      std::vector<int32_t> prompt(static_cast<size_t>(end));
+      for (int64_t pos = 0; pos < end; ++pos) {
+        const auto page = pages_.find(c.block_table[size_t(pos / P)]);
+        M3_CHECK(page != pages_.end() && page->second[size_t(pos % P)] >= 0,
+                 "scripted backend: a prompt token was never written to its page");
+        prompt[size_t(pos)] = page->second[size_t(pos % P)];
+      }
+      if (seqs_.size() >= kMaxSequences) seqs_.erase(seqs_.begin());  // the oldest ids are long finished
+      s = &seqs_[c.seq_id];
+      *s = SeqState{size_t(end), &output_for(prompt)};
+    }
+    const size_t k = size_t(end) - s->prompt_len;  // tokens generated (and fed back) so far
+    const int32_t next = k < s->output->size() ? (*s->output)[k] : eos_;
     out.logits[row * static_cast<size_t>(out.vocab) + static_cast<size_t>(next)] = 0.f;
     ++row;
   }

@@ -35,8 +35,7 @@ class ScriptedBackend : public ModelBackend {
 
  private:
   struct SeqState {
-    std::vector<int32_t> tokens;  // every token fed so far (prompt, then generated)
-    size_t prompt_len = 0;        // set when the first logits row is asked for
+    size_t prompt_len = 0;  // set when the first logits row is asked for
     const std::vector<int32_t>* output = nullptr;
   };
 
@@ -45,7 +44,9 @@ class ScriptedBackend : public ModelBackend {
   std::vector<ScriptRule> rules_;
   int num_kv_pages_ = 0;
   int32_t eos_ = 0;
-  std::map<int32_t, SeqState> seqs_;  // keyed by the sequence's first KV page, unique while it lives
+  static constexpr size_t kMaxSequences = 4096;    // states kept (by id; the engine never reuses one)
+  std::map<int32_t, std::vector<int32_t>> pages_;  // page -> the token in each slot (-1: never written)
+  std::map<int64_t, SeqState> seqs_;               // by ForwardBatch seq_id
 };
 
 }  // namespace m3

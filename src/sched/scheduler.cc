@@ -2,23 +2,25 @@
 #include "sched/scheduler.h"
 
 #include <algorithm>
+#include <span>
 
 #include "common/error.h"
 
 namespace m3 {
 
 Scheduler::Scheduler(SchedulerOptions options, int num_pages, int page_size)
-    : opt_(options), pool_(num_pages, page_size) {
+    : opt_(options), pool_(num_pages, page_size, options.enable_prefix_caching) {
   if (opt_.max_num_seqs <= 0) fail(ErrorKind::kInvalidArgument, "--max-num-seqs must be positive");
   if (opt_.max_num_batched_tokens <= 0)
     fail(ErrorKind::kInvalidArgument, "--max-num-batched-tokens must be positive");
 }
 
-void Scheduler::add(int64_t id, std::vector<int32_t> prompt) {
+void Scheduler::add(int64_t id, std::vector<int32_t> prompt, uint64_t cache_salt) {
   M3_CHECK(!prompt.empty(), "empty prompt");
   M3_CHECK(!seqs_.count(id), "duplicate sequence id");
   SequenceState s;
   s.id = id;
+  s.salt = s.chain = cache_salt;
   s.num_prompt = static_cast<int32_t>(prompt.size());
   s.tokens = std::move(prompt);
   seqs_.emplace(id, std::move(s));
@@ -39,10 +41,20 @@ int32_t Scheduler::chunk_size(const SequenceState& s, int32_t budget) const {
   return end > s.num_computed ? end - s.num_computed : budget;
 }
 
+void Scheduler::take_cached_prefix(SequenceState& s) {
+  if (!pool_.prefix_caching() || !s.block_table.empty()) return;
+  const int max_pages = (static_cast<int>(s.tokens.size()) - 1) / pool_.page_size();
+  const int hit = pool_.acquire_prefix(s.block_table, s.tokens, s.salt, max_pages, &s.chain);
+  s.registered_pages = hit;
+  s.num_computed = hit * pool_.page_size();
+}
+
 void Scheduler::preempt(int64_t id, StepPlan& plan) {
   SequenceState& s = seqs_.at(id);
   pool_.release(s.block_table);
   s.num_computed = 0;
+  s.registered_pages = 0;
+  s.chain = s.salt;
   running_.erase(std::find(running_.begin(), running_.end(), id));
   waiting_.push_front(id);
   plan.preempted.push_back(id);
@@ -75,8 +87,19 @@ StepPlan Scheduler::schedule() {
   }
   while (!waiting_.empty() && budget > 0 && running_.size() < static_cast<size_t>(opt_.max_num_seqs)) {
     SequenceState& s = seqs_.at(waiting_.front());
+    take_cached_prefix(s);
     const int32_t n = chunk_size(s, budget);
-    if (!pool_.ensure(s.block_table, s.num_computed + n)) break;  // first come, first served: no overtaking
+    if (!pool_.ensure(s.block_table, s.num_computed + n)) {  // first come, first served: no overtaking
+      pool_.release(s.block_table);  // the cached pages it took go back until it is admitted
+      s.num_computed = s.registered_pages = 0;
+      s.chain = s.salt;
+      break;
+    }
+    if (pool_.prefix_caching()) {
+      prefix_stats_.queries += static_cast<int64_t>(s.tokens.size());
+      prefix_stats_.hits += s.num_computed;
+    }
+    if (s.num_cached < 0) s.num_cached = std::min(s.num_computed, s.num_prompt);
     waiting_.pop_front();
     running_.push_back(s.id);
     plan.chunks.push_back(
@@ -88,9 +111,18 @@ StepPlan Scheduler::schedule() {
 }
 
 void Scheduler::commit(const StepPlan& plan) {
+  const int P = pool_.page_size();
   for (const ScheduledChunk& c : plan.chunks) {
     auto it = seqs_.find(c.seq_id);
-    if (it != seqs_.end()) it->second.num_computed = c.start_pos + c.num_tokens;
+    if (it == seqs_.end()) continue;
+    SequenceState& s = it->second;
+    s.num_computed = c.start_pos + c.num_tokens;
+    // Pages now full of computed tokens join the prefix cache.
+    while (pool_.prefix_caching() && (s.registered_pages + 1) * P <= s.num_computed) {
+      const std::span<const int32_t> page(s.tokens.data() + size_t(s.registered_pages) * P, size_t(P));
+      s.chain = pool_.register_page(s.block_table[size_t(s.registered_pages)], s.chain, page);
+      ++s.registered_pages;
+    }
   }
 }
 

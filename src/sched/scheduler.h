@@ -2,8 +2,11 @@
 // waiting ones in arrival order, under a token budget per step (max_num_batched_tokens) and a cap on running
 // sequences (max_num_seqs). Prefill is chunked; a chunk cut by the budget ends on a page (MSA block)
 // boundary. When pages run out, the most recently admitted running sequence is preempted by recompute: its
-// pages are freed and it returns to the front of the queue with its tokens kept. Deterministic; no CUDA, no
-// I/O.
+// pages are freed and it returns to the front of the queue with its tokens kept. With prefix caching a
+// sequence that is admitted (or readmitted after preemption) first takes the cached pages of its longest
+// known prefix (BlockPool::acquire_prefix; never the page of its last known token, which is computed for the
+// logits) and starts computing at the first page it lacks; every page it fills is registered for the next
+// ones. Deterministic; no CUDA, no I/O.
 #pragma once
 
 #include <cstddef>
@@ -20,6 +23,13 @@ namespace m3 {
 struct SchedulerOptions {
   int max_num_seqs = 256;
   int max_num_batched_tokens = 8192;
+  bool enable_prefix_caching = false;
+};
+
+// Prefix-cache counters, in tokens (vLLM's vllm:prefix_cache_queries / vllm:prefix_cache_hits): the known
+// tokens of every admission, and how many of them came from cached pages.
+struct PrefixCacheStats {
+  int64_t queries = 0, hits = 0;
 };
 
 struct SequenceState {
@@ -28,6 +38,10 @@ struct SequenceState {
   int32_t num_prompt = 0;
   int32_t num_computed = 0;  // tokens whose KV is in the cache
   std::vector<int32_t> block_table;
+  uint64_t salt = 0;             // starts the prefix-cache hash chain (the request's cache_salt)
+  int32_t num_cached = -1;       // prompt tokens taken from cached pages at the first admission (-1: not yet)
+  int32_t registered_pages = 0;  // leading pages of block_table that are cached or registered
+  uint64_t chain = 0;            // hash of the last of them (salt if none)
 };
 
 class Scheduler {
@@ -35,7 +49,7 @@ class Scheduler {
   Scheduler(SchedulerOptions options, int num_pages, int page_size);
 
   // Queues a sequence; the caller guarantees prompt + max new tokens fit one sequence's page budget.
-  void add(int64_t id, std::vector<int32_t> prompt);
+  void add(int64_t id, std::vector<int32_t> prompt, uint64_t cache_salt = 0);
   StepPlan schedule();
   // After the forward pass: marks the planned tokens computed.
   void commit(const StepPlan& plan);
@@ -47,16 +61,22 @@ class Scheduler {
   size_t num_waiting() const { return waiting_.size(); }
   size_t num_running() const { return running_.size(); }
   const BlockPool& pool() const { return pool_; }
+  const PrefixCacheStats& prefix_cache_stats() const { return prefix_stats_; }
+  // Forgets the cached pages no sequence holds (POST /reset_prefix_cache); returns how many.
+  int reset_prefix_cache() { return pool_.reset_cache(); }
 
  private:
   int32_t chunk_size(const SequenceState& s, int32_t budget) const;
   void preempt(int64_t id, StepPlan& plan);
+  // Takes the sequence's cached prefix pages (prefix caching, empty block table).
+  void take_cached_prefix(SequenceState& s);
 
   SchedulerOptions opt_;
   BlockPool pool_;
   std::map<int64_t, SequenceState> seqs_;
   std::deque<int64_t> waiting_;
   std::vector<int64_t> running_;  // admission order
+  PrefixCacheStats prefix_stats_;
 };
 
 }  // namespace m3

@@ -130,6 +130,14 @@ void add_admin_routes(ApiServer& server) {
       "GET", "/version", S::kOpenAI, false,
       [](const http::Request&, Reply& r) { r.set_content(R"({"version":"0.1.0"})", "application/json"); }, I);
   server.add_route("GET", "/v1/models", S::kClient, true, bind(models), I);
+  // vLLM's POST /reset_prefix_cache: the cached pages no request holds are dropped at the next step.
+  server.add_route(
+      "POST", "/reset_prefix_cache", S::kOpenAI, true,
+      [&server](const http::Request&, Reply& r) {
+        server.context().engine->reset_prefix_cache();
+        r.set_content("", "text/plain");
+      },
+      I);
   server.add_route("GET", "/v1/models/*", S::kClient, true, bind(model), I);
   server.add_route(
       "GET", "/metrics", S::kOpenAI, false,

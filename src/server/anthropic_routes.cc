@@ -17,6 +17,15 @@ namespace {
 using nlohmann::json;
 using nlohmann::ordered_json;
 
+// Anthropic's usage: input_tokens are the prompt tokens not read from the cache, cache_read_input_tokens the
+// ones that were (prefix caching); nothing is billed as a cache write.
+json usage_of(int prompt_tokens, const Usage& u) {
+  return {{"input_tokens", prompt_tokens - u.cached_tokens},
+          {"cache_creation_input_tokens", 0},
+          {"cache_read_input_tokens", u.cached_tokens},
+          {"output_tokens", u.completion_tokens}};
+}
+
 std::string stop_reason_of(const std::string& finish) {
   if (finish == "length") return "max_tokens";
   if (finish == "tool_calls") return "tool_use";
@@ -88,17 +97,16 @@ void messages(ApiServer& server, const http::Request& req, Reply& res) {
     };
     auto st = std::make_shared<State>();
     auto start = [=] {
-      return sse_event("message_start",
-                       {{"type", "message_start"},
-                        {"message",
-                         {{"id", id},
-                          {"type", "message"},
-                          {"role", "assistant"},
-                          {"model", model},
-                          {"content", json::array()},
-                          {"stop_reason", nullptr},
-                          {"stop_sequence", nullptr},
-                          {"usage", {{"input_tokens", prompt_tokens}, {"output_tokens", 0}}}}}});
+      return sse_event("message_start", {{"type", "message_start"},
+                                         {"message",
+                                          {{"id", id},
+                                           {"type", "message"},
+                                           {"role", "assistant"},
+                                           {"model", model},
+                                           {"content", json::array()},
+                                           {"stop_reason", nullptr},
+                                           {"stop_sequence", nullptr},
+                                           {"usage", usage_of(prompt_tokens, Usage{})}}}});
     };
     auto close = [st] {
       if (st->open < 0) return std::string();
@@ -158,15 +166,14 @@ void messages(ApiServer& server, const http::Request& req, Reply& res) {
           }
           if (d.finished) {
             out += close();
-            out += sse_event(
-                "message_delta",
-                {{"type", "message_delta"},
-                 {"delta",
-                  {{"stop_reason",
-                    d.stop_reason.is_string() ? "stop_sequence" : stop_reason_of(d.finish_reason)},
-                   {"stop_sequence", d.stop_reason.is_string() ? d.stop_reason : json(nullptr)}}},
-                 {"usage",
-                  {{"input_tokens", prompt_tokens}, {"output_tokens", run->usage().completion_tokens}}}});
+            out +=
+                sse_event("message_delta",
+                          {{"type", "message_delta"},
+                           {"delta",
+                            {{"stop_reason",
+                              d.stop_reason.is_string() ? "stop_sequence" : stop_reason_of(d.finish_reason)},
+                             {"stop_sequence", d.stop_reason.is_string() ? d.stop_reason : json(nullptr)}}},
+                           {"usage", usage_of(prompt_tokens, run->usage())}});
           }
           return out;
         },
@@ -208,15 +215,14 @@ void messages(ApiServer& server, const http::Request& req, Reply& res) {
                              {"input", input.is_discarded() ? json::object() : input}});
         }
         const bool stop_seq = msg->stop.is_string();
-        json r = {
-            {"id", id},
-            {"type", "message"},
-            {"role", "assistant"},
-            {"model", model},
-            {"content", content},
-            {"stop_reason", stop_seq ? "stop_sequence" : stop_reason_of(msg->finish)},
-            {"stop_sequence", stop_seq ? msg->stop : json(nullptr)},
-            {"usage", {{"input_tokens", prompt_tokens}, {"output_tokens", run->usage().completion_tokens}}}};
+        json r = {{"id", id},
+                  {"type", "message"},
+                  {"role", "assistant"},
+                  {"model", model},
+                  {"content", content},
+                  {"stop_reason", stop_seq ? "stop_sequence" : stop_reason_of(msg->finish)},
+                  {"stop_sequence", stop_seq ? msg->stop : json(nullptr)},
+                  {"usage", usage_of(prompt_tokens, run->usage())}};
         return r.dump();
       });
 }

@@ -1,6 +1,8 @@
 // Event delivery of one API request: engine thread -> listener -> a drain on a worker thread.
 #include "server/generation_run.h"
 
+#include <algorithm>
+
 #include "common/log.h"
 
 namespace m3 {
@@ -91,6 +93,7 @@ bool GenerationRun::pump() {
     TokenEvent ev;
     while (!s.done && s.stream->next(&ev, milliseconds(0))) {
       if (ev.token >= 0) {
+        s.cached_tokens = ev.cached_tokens;
         const auto now = steady_clock::now();
         if (!first_token_seen_)
           server_.metrics().first_token(duration<double>(now - start_).count());
@@ -149,6 +152,7 @@ Usage GenerationRun::usage() const {
   for (const Seq& s : seqs_) {
     u.completion_tokens += s.proc->num_tokens();
     u.reasoning_tokens += s.proc->reasoning_tokens();
+    u.cached_tokens = std::max(u.cached_tokens, s.cached_tokens);  // the choices share one prompt
   }
   return u;
 }

@@ -26,6 +26,7 @@ struct GenerationSpec {
 
 struct Usage {
   int prompt_tokens = 0, completion_tokens = 0, reasoning_tokens = 0;
+  int cached_tokens = 0;  // prompt tokens served from the prefix cache
 };
 
 class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
@@ -48,6 +49,7 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
     std::shared_ptr<RequestStream> stream;
     std::unique_ptr<OutputProcessor> proc;
     bool done = false;
+    int cached_tokens = 0;
   };
   void schedule();  // a drain on a worker, unless one is pending (then it runs again)
   void drain();

@@ -95,6 +95,8 @@ std::string Metrics::render(const EngineStats& e) const {
   gauge("vllm:kv_cache_usage_perc",
         e.kv_pages_total ? 1.0 - static_cast<double>(e.kv_pages_free) / e.kv_pages_total : 0.0);
   counter("vllm:num_preemptions_total", static_cast<double>(e.preemptions));
+  counter("vllm:prefix_cache_queries_total", static_cast<double>(e.prefix_cache_queries));
+  counter("vllm:prefix_cache_hits_total", static_cast<double>(e.prefix_cache_hits));
   counter("vllm:prompt_tokens_total", static_cast<double>(prompt_tokens_));
   counter("vllm:generation_tokens_total", static_cast<double>(generation_tokens_));
   out += "# TYPE vllm:request_success_total counter\n";

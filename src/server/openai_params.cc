@@ -97,6 +97,13 @@ void parse_openai_sampling(const nlohmann::ordered_json& j, const ApiServer& ser
     r.seed = j["seed"].is_number_unsigned() ? j["seed"].get<uint64_t>()
                                             : static_cast<uint64_t>(j["seed"].get<int64_t>());
   }
+  if (j.contains("cache_salt") && !j["cache_salt"].is_null()) {  // vLLM: prefix-cache isolation
+    if (!j["cache_salt"].is_string() || j["cache_salt"].get_ref<const std::string&>().empty())
+      reject("'cache_salt' must be a non-empty string", "cache_salt");
+    uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
+    for (unsigned char c : j["cache_salt"].get_ref<const std::string&>()) h = (h ^ c) * 0x100000001b3ull;
+    r.cache_salt = h | 1;  // 0 is the unsalted namespace
+  }
   if (j.contains("logit_bias") && !j["logit_bias"].is_null()) {
     if (!j["logit_bias"].is_object())
       reject("'logit_bias' must be an object of token id -> bias", "logit_bias");

@@ -21,11 +21,12 @@ json usage_json(const std::vector<std::shared_ptr<GenerationRun>>& runs, bool wi
     u.prompt_tokens += x.prompt_tokens;
     u.completion_tokens += x.completion_tokens;
     u.reasoning_tokens += x.reasoning_tokens;
+    u.cached_tokens += x.cached_tokens;
   }
   json j = {{"prompt_tokens", u.prompt_tokens},
             {"completion_tokens", u.completion_tokens},
             {"total_tokens", u.prompt_tokens + u.completion_tokens},
-            {"prompt_tokens_details", nullptr}};
+            {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
   if (with_reasoning) j["completion_tokens_details"] = {{"reasoning_tokens", u.reasoning_tokens}};
   return j;
 }

@@ -1,6 +1,7 @@
 // Engine: request validation, stop conditions, seeded sampling independent of batch composition and of the
 // device that samples (host vs a backend that samples itself, with logprob steps falling back to the host),
-// and a pool too small for all requests at once (preemption by recompute gives the same greedy output).
+// a pool too small for all requests at once (preemption by recompute gives the same greedy output), and
+// prefix caching across an agent's turns (the same output and logprobs as without it).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -312,6 +313,64 @@ TEST(EngineDeviceSampling, SeedsRepeatAndConsecutiveSeedsDiffer) {
   auto out = run_all(e);
   EXPECT_EQ(out[a], out[b]);
   EXPECT_NE(out[a], out[c]);
+}
+
+}  // namespace
+}  // namespace m3::testing
+
+namespace m3::testing {
+namespace {
+
+// Prefix caching: a request whose prompt extends an earlier conversation (prompt + its output + a new turn)
+// reuses the earlier request's pages, computes only the rest, and produces exactly what an engine without
+// the cache produces: the same greedy tokens and bit-identical logprobs (the cached K/V and index keys are
+// the ones recomputation would write).
+TEST(Engine, PrefixCachingReusesPagesAndChangesNothing) {
+  auto golden = load_golden("m3-tiny-msa");  // page size 8
+  struct Turn {
+    std::vector<int32_t> tokens;
+    std::vector<float> logprobs;
+    int32_t cached = 0;
+  };
+  auto run = [&](bool caching) {
+    EngineOptions o;
+    o.enable_prefix_caching = caching;
+    Engine e(load_fixture("m3-tiny-msa"), o);
+    std::vector<Turn> turns;
+    std::vector<int32_t> conversation = golden[5].prompt;  // 121 tokens
+    for (int t = 0; t < 3; ++t) {
+      Request r = greedy(conversation, 6);
+      r.sampling.logprobs = 0;
+      e.add(r);
+      Turn turn;
+      while (e.has_work())
+        for (const TokenEvent& ev : e.step()) {
+          turn.tokens.push_back(ev.token);
+          turn.logprobs.push_back(ev.logprobs->logprob);
+          turn.cached = ev.cached_tokens;
+        }
+      conversation.insert(conversation.end(), turn.tokens.begin(), turn.tokens.end());
+      conversation.insert(conversation.end(), {int32_t(40 + t), int32_t(41 + t), int32_t(42 + t)});
+      turns.push_back(std::move(turn));
+    }
+    return std::make_pair(turns, e.stats());
+  };
+  const auto [cached, with] = run(true);
+  const auto [plain, without] = run(false);
+  for (size_t t = 0; t < plain.size(); ++t) {
+    EXPECT_EQ(cached[t].tokens, plain[t].tokens) << "turn " << t;
+    EXPECT_EQ(cached[t].logprobs, plain[t].logprobs) << "turn " << t;
+    EXPECT_EQ(plain[t].cached, 0);
+  }
+  EXPECT_EQ(cached[0].cached, 0);
+  // Turn 1's prompt: 121 + 6 + 3 = 130 tokens, of which turn 0 computed 126 (its last output token never
+  // went through the model): 15 full pages = 120 tokens. Turn 2 (139 tokens): turn 1 computed 130 + 5, 16
+  // full pages = 128 tokens.
+  EXPECT_EQ(cached[1].cached, 120);
+  EXPECT_EQ(cached[2].cached, 128);
+  EXPECT_EQ(with.prefix_cache_hits, 120 + 128);
+  EXPECT_EQ(with.prefix_cache_queries, 121 + 130 + 139);
+  EXPECT_EQ(without.prefix_cache_queries, 0);
 }
 
 }  // namespace

@@ -1,9 +1,13 @@
-// KV page pool: allocation covers exactly the tokens asked for, is all-or-nothing, and release returns pages.
+// KV page pool: allocation covers exactly the tokens asked for, is all-or-nothing, and release returns pages;
+// with prefix caching, registered pages are shared by reference along the hash chain, evicted oldest first
+// only when the pool needs them, never registered twice, and reset forgets only what nobody holds.
 #include <gtest/gtest.h>
 
 #include <set>
+#include <span>
 
 #include "kv/block_pool.h"
+#include "support/token_ramp.h"
 
 namespace m3 {
 namespace {
@@ -37,6 +41,114 @@ TEST(BlockPool, AllOrNothingAndDistinctPages) {
   EXPECT_EQ(pool.num_free(), 3);
   EXPECT_TRUE(pool.ensure(b, 64));
   EXPECT_EQ(pool.num_free(), 0);
+}
+
+}  // namespace
+}  // namespace m3
+
+namespace m3 {
+namespace {
+
+using testing::token_ramp;
+
+// Fills `table` (fresh pages) for `tokens` and registers every full page, as the scheduler does on commit.
+void compute_and_register(BlockPool& pool, std::vector<int32_t>& table, const std::vector<int32_t>& tokens,
+                          uint64_t salt) {
+  ASSERT_TRUE(pool.ensure(table, int64_t(tokens.size())));
+  uint64_t chain = salt;
+  const int P = pool.page_size();
+  for (size_t b = 0; (b + 1) * P <= tokens.size(); ++b)
+    chain = pool.register_page(table[b], chain, std::span<const int32_t>(tokens).subspan(b * P, size_t(P)));
+}
+
+TEST(BlockPoolPrefixCache, SharesTheLongestCachedPrefixByReference) {
+  BlockPool pool(10, 4, true);
+  const std::vector<int32_t> a = token_ramp(10, 100);  // pages [100..103] [104..107], 2 tokens left over
+  std::vector<int32_t> ta;
+  compute_and_register(pool, ta, a, 0);
+  EXPECT_EQ(pool.num_cached(), 2);
+  // Same first 8 tokens, then different: both full pages are shared, and held by two tables now.
+  std::vector<int32_t> b = token_ramp(8, 100);
+  b.push_back(1), b.push_back(2), b.push_back(3);
+  std::vector<int32_t> tb;
+  uint64_t chain = 0;
+  EXPECT_EQ(pool.acquire_prefix(tb, b, 0, 100, &chain), 2);
+  EXPECT_EQ(tb, std::vector<int32_t>(ta.begin(), ta.begin() + 2));
+  // max_pages caps the hit (the scheduler never takes the page of the last known token).
+  std::vector<int32_t> tc;
+  EXPECT_EQ(pool.acquire_prefix(tc, b, 0, 1, &chain), 1);
+  // A different salt or a different first page shares nothing.
+  std::vector<int32_t> td, te;
+  EXPECT_EQ(pool.acquire_prefix(td, b, 99, 100, &chain), 0);
+  EXPECT_EQ(chain, 99u);
+  std::vector<int32_t> other = b;
+  other[0] = 5;
+  EXPECT_EQ(pool.acquire_prefix(te, other, 0, 100, &chain), 0);
+  // Referenced pages are not free; once every holder lets go they are free again but still findable.
+  EXPECT_EQ(pool.num_free(), 10 - 3);
+  pool.release(ta);
+  pool.release(tb);
+  pool.release(tc);
+  EXPECT_EQ(pool.num_free(), 10);
+  EXPECT_EQ(pool.num_cached(), 2);
+  std::vector<int32_t> tf;
+  EXPECT_EQ(pool.acquire_prefix(tf, a, 0, 100, &chain), 2);
+  EXPECT_EQ(chain, BlockPool::chain_hash(BlockPool::chain_hash(0, std::span(a).subspan(0, 4)),
+                                         std::span(a).subspan(4, 4)));
+}
+
+TEST(BlockPoolPrefixCache, EvictsUnreferencedCachedPagesOnlyWhenNeededOldestFirst) {
+  BlockPool pool(4, 2, true);
+  const std::vector<int32_t> a = token_ramp(4, 10), b = token_ramp(4, 50);
+  std::vector<int32_t> ta, tb;
+  compute_and_register(pool, ta, a, 0);
+  compute_and_register(pool, tb, b, 0);
+  pool.release(ta);  // released first: evicted first (its last page before its first)
+  pool.release(tb);
+  EXPECT_EQ(pool.num_free(), 4);
+  std::vector<int32_t> fresh;
+  ASSERT_TRUE(pool.ensure(fresh, 2));  // one page: a's second page goes
+  uint64_t chain = 0;
+  std::vector<int32_t> hit;
+  EXPECT_EQ(pool.acquire_prefix(hit, a, 0, 100, &chain), 1) << "a's first page survives its second";
+  pool.release(hit);
+  std::vector<int32_t> hb;
+  EXPECT_EQ(pool.acquire_prefix(hb, b, 0, 100, &chain), 2) << "b, released later, is whole";
+  // Everything referenced or in use: no page left, and the next ensure fails without touching anything.
+  std::vector<int32_t> more;
+  ASSERT_TRUE(pool.ensure(more, 2));
+  std::vector<int32_t> none;
+  EXPECT_FALSE(pool.ensure(none, 2));
+  EXPECT_TRUE(none.empty());
+}
+
+TEST(BlockPoolPrefixCache, DuplicatesStayPrivateAndResetForgetsOnlyUnheldPages) {
+  BlockPool pool(6, 2, true);
+  const std::vector<int32_t> a = token_ramp(4, 1);
+  std::vector<int32_t> t1, t2;
+  compute_and_register(pool, t1, a, 0);
+  compute_and_register(pool, t2, a, 0);  // the same content computed twice (both admitted before either ran)
+  EXPECT_EQ(pool.num_cached(), 2) << "the second copy is not registered";
+  pool.release(t2);
+  EXPECT_EQ(pool.num_free(), 4);
+  EXPECT_EQ(pool.reset_cache(), 0) << "the registered pages are still held by t1";
+  pool.release(t1);
+  EXPECT_EQ(pool.reset_cache(), 2);
+  EXPECT_EQ(pool.num_cached(), 0);
+  EXPECT_EQ(pool.num_free(), 6);
+  uint64_t chain = 0;
+  std::vector<int32_t> t3;
+  EXPECT_EQ(pool.acquire_prefix(t3, a, 0, 100, &chain), 0);
+}
+
+TEST(BlockPoolPrefixCache, OffByDefault) {
+  BlockPool pool(4, 2);
+  const std::vector<int32_t> a = token_ramp(4, 1);
+  std::vector<int32_t> t1, t2;
+  compute_and_register(pool, t1, a, 0);
+  EXPECT_EQ(pool.num_cached(), 0);
+  uint64_t chain = 0;
+  EXPECT_EQ(pool.acquire_prefix(t2, a, 0, 100, &chain), 0);
 }
 
 }  // namespace

@@ -92,6 +92,7 @@ class Driver {
       c.start_pos = s.len;
       c.block_table = s.pages;
       c.want_logits = w.want_logits;
+      c.seq_id = id_base_ + w.seq;  // engine ids are never reused, also across drivers of one backend
       batch.token_ids.insert(batch.token_ids.end(), w.tokens.begin(), w.tokens.end());
       batch.seqs.push_back(c);
       s.len += static_cast<int64_t>(w.tokens.size());
@@ -113,6 +114,8 @@ class Driver {
   ModelBackend& m_;
   std::vector<Seq> seqs_;
   int32_t next_page_ = 0;
+  static inline int64_t next_base_ = 0;
+  int64_t id_base_ = (next_base_ += 1000);
 };
 
 // Greedy decode of `steps` tokens for one sequence after its prompt was fed in chunks of `chunk` tokens.
@@ -224,27 +227,36 @@ TEST_F(ScriptedBackendTest, BatchedSequencesWithMixedPrefillAndDecodeKeepTheirOw
   EXPECT_EQ(got_b, wb);
 }
 
-TEST_F(ScriptedBackendTest, APageReusedFromPositionZeroStartsANewSequence) {
-  auto m = load(nlohmann::json::array(
-      {{{"match", "cat"}, {"output", "meow meow"}}, {{"match", "dog"}, {"output", "woof"}}}));
-  std::vector<int32_t> page = {0};
-  auto forward = [&](const std::vector<int32_t>& tokens, int64_t start) {
+TEST_F(ScriptedBackendTest, SequencesAreKnownByIdAndReadPagesOthersWrote) {
+  auto m = load(nlohmann::json::array({{{"match", "zebra"}, {"output", "stripes"}},
+                                       {{"match", "cat"}, {"output", "meow meow"}},
+                                       {{"match", "dog"}, {"output", "woof"}}}));
+  auto forward = [&](const std::vector<int32_t>& tokens, int64_t start, int64_t id,
+                     const std::vector<int32_t>& pages) {
     ForwardBatch batch;
     batch.token_ids = tokens;
     SeqChunk c;
     c.num_tokens = static_cast<int32_t>(tokens.size());
     c.start_pos = start;
-    c.block_table = page;
+    c.block_table = pages;
     c.want_logits = true;
+    c.seq_id = id;
     batch.seqs.push_back(c);
     ForwardOutput out = m->forward(batch);
     return static_cast<int32_t>(std::max_element(out.logits.begin(), out.logits.end()) - out.logits.begin());
   };
-  const std::vector<int32_t> cat = ids("cat");
-  const int32_t first = forward(cat, 0);
+  const std::vector<int32_t> cat = ids("cat"), pages = {0};
+  const int32_t first = forward(cat, 0, 1, pages);
   EXPECT_EQ(first, ids("meow meow")[0]);
-  EXPECT_EQ(forward({first}, static_cast<int64_t>(cat.size())), ids("meow meow")[1]);
-  EXPECT_EQ(forward(ids("dog"), 0), ids("woof")[0]);  // same first page, new sequence
+  EXPECT_EQ(forward({first}, static_cast<int64_t>(cat.size()), 1, pages), ids("meow meow")[1]);
+  EXPECT_EQ(forward(ids("dog"), 0, 2, pages), ids("woof")[0]);  // the page reused by a new sequence
+  // A prefix-cached sequence: page 0 (written by sequence 3) is shared and only page 1 is fed; the prompt
+  // the rule sees is read back from both pages, so the "zebra" of page 0 decides.
+  const int P = m->page_size();
+  std::vector<int32_t> prompt = ids("zebra");
+  prompt.resize(size_t(P), ids(" ")[0]);
+  forward(prompt, 0, 3, pages);
+  EXPECT_EQ(forward(ids(" cat"), P, 4, {0, 1}), ids("stripes")[0]);
 }
 
 TEST_F(ScriptedBackendTest, BadScriptsFailNamingTheFile) {

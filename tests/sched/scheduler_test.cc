@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "sched/scheduler.h"
+#include "support/token_ramp.h"
 
 namespace m3 {
 namespace {
@@ -106,6 +107,91 @@ TEST(Scheduler, FinishFreesWaitingAndRunning) {
   s.finish(2);
   EXPECT_FALSE(s.has_work());
   EXPECT_EQ(s.pool().num_free(), 8);
+}
+
+}  // namespace
+}  // namespace m3
+
+namespace m3 {
+namespace {
+
+using testing::token_ramp;
+
+TEST(SchedulerPrefixCache, ASharedPrefixIsComputedOnceAndTheLastPageAlways) {
+  Scheduler s({8, 1000, true}, 64, 16);
+  s.add(1, token_ramp(50, 0));  // pages 0-2 full, 2 tokens in page 3
+  step(s);
+  EXPECT_EQ(s.seq(1).num_cached, 0);
+  // Same 48-token head: three cached pages, computing starts at 48.
+  std::vector<int32_t> b = token_ramp(48, 0);
+  b.insert(b.end(), {900, 901, 902, 903, 904});
+  s.add(2, b);
+  StepPlan p = step(s);
+  ASSERT_EQ(p.chunks.size(), 2u);
+  EXPECT_EQ(p.chunks[1].seq_id, 2);
+  EXPECT_EQ(p.chunks[1].start_pos, 48);
+  EXPECT_EQ(p.chunks[1].num_tokens, 5);
+  EXPECT_EQ(s.seq(2).num_cached, 48);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(s.seq(2).block_table[size_t(i)], s.seq(1).block_table[size_t(i)]);
+  // A prompt that is exactly the cached pages recomputes its last page (its logits are needed).
+  s.add(3, token_ramp(48, 0));
+  p = step(s);
+  EXPECT_EQ(p.chunks.back().seq_id, 3);
+  EXPECT_EQ(p.chunks.back().start_pos, 32);
+  EXPECT_EQ(p.chunks.back().num_tokens, 16);
+  EXPECT_TRUE(p.chunks.back().samples);
+  EXPECT_EQ(s.prefix_cache_stats().queries, 50 + 53 + 48);
+  EXPECT_EQ(s.prefix_cache_stats().hits, 48 + 32);
+  // A different salt shares nothing.
+  s.add(4, token_ramp(50, 0), 77);
+  p = step(s);
+  EXPECT_EQ(p.chunks.back().seq_id, 4);
+  EXPECT_EQ(p.chunks.back().start_pos, 0);
+}
+
+TEST(SchedulerPrefixCache, AFinishedConversationIsReusedByItsNextTurn) {
+  Scheduler s({8, 1000, true}, 8, 16);
+  s.add(1, token_ramp(40, 0));
+  step(s);
+  for (int i = 0; i < 30; ++i) step(s);  // decodes: 70 tokens known, 5 pages
+  EXPECT_EQ(s.seq(1).registered_pages, 4) << "generated tokens fill and register pages too";
+  std::vector<int32_t> turn2 = s.seq(1).tokens;  // an agent's next turn: the whole conversation, then more
+  turn2.insert(turn2.end(), {500, 501, 502});
+  s.finish(1);
+  EXPECT_EQ(s.pool().num_free(), 8);
+  s.add(2, turn2);
+  StepPlan p = step(s);
+  ASSERT_EQ(p.chunks.size(), 1u);
+  EXPECT_EQ(p.chunks[0].start_pos, 64) << "the four full pages of the first turn are reused";
+  EXPECT_EQ(s.seq(2).num_cached, 64);
+}
+
+TEST(SchedulerPrefixCache, APreemptedSequenceFindsItsSurvivingPages) {
+  Scheduler s({8, 1000, true}, 6, 16);
+  s.add(1, token_ramp(40, 0));
+  step(s);
+  s.add(2, token_ramp(40, 5000));  // three pages each: the pool is full
+  StepPlan p;
+  for (int i = 0; i < 20 && p.preempted.empty(); ++i) p = step(s);
+  ASSERT_EQ(p.preempted, std::vector<int64_t>{2}) << "1 grows past its third page and preempts the newest";
+  EXPECT_EQ(s.seq(2).num_computed, 0);
+  s.finish(1);
+  p = step(s);
+  ASSERT_EQ(p.chunks.size(), 1u);
+  EXPECT_EQ(p.chunks[0].seq_id, 2);
+  EXPECT_EQ(p.chunks[0].start_pos, 32) << "its two full prompt pages were left cached, not freed";
+  EXPECT_EQ(s.seq(2).num_cached, 0) << "usage reports the first admission, which found nothing";
+}
+
+TEST(SchedulerPrefixCache, OffComputesEverything) {
+  Scheduler s({8, 1000, false}, 64, 16);
+  s.add(1, token_ramp(50, 0));
+  step(s);
+  s.add(2, token_ramp(50, 0));
+  const StepPlan p = step(s);
+  EXPECT_EQ(p.chunks.back().start_pos, 0);
+  EXPECT_EQ(s.seq(2).num_cached, 0);
+  EXPECT_EQ(s.prefix_cache_stats().queries, 0);
 }
 
 }  // namespace

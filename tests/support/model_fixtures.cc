@@ -79,6 +79,7 @@ std::vector<std::vector<float>> SequenceRunner::step(
     c.start_pos = s.len;
     c.block_table = s.pages;
     c.want_logits = true;
+    c.seq_id = id;
     batch.token_ids.insert(batch.token_ids.end(), tokens.begin(), tokens.end());
     batch.seqs.push_back(c);
     s.len += static_cast<int64_t>(tokens.size());

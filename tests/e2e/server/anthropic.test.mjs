@@ -213,7 +213,9 @@ describe('tools', () => {
     const c1 = await client.messages.countTokens({ model: MODEL_NAME, ...next });
     const c2 = await client.messages.countTokens({ model: MODEL_NAME, ...blocks });
     assert.equal(c1.input_tokens, c2.input_tokens);
-    assert.equal(c1.input_tokens, second.full.usage.input_tokens);
+    // usage.input_tokens leaves out what was read from the prefix cache (the first turn's pages).
+    const u = second.full.usage;
+    assert.equal(c1.input_tokens, u.input_tokens + u.cache_read_input_tokens + u.cache_creation_input_tokens);
   });
 
   it('tool_choice any / tool / none', async () => {
@@ -226,6 +228,19 @@ describe('tools', () => {
                                                 tools: [WEATHER], tool_choice: { type: 'none' } });
     assert.equal(none.stop_reason, 'end_turn');
     assert.ok(!none.content.some((b) => b.type === 'tool_use'));
+  });
+
+  it('a resent conversation reads its prefix from the cache: cache_read_input_tokens', async () => {
+    const messages = user('resend me '.repeat(300));
+    const first = await client.messages.create({ model: MODEL_NAME, max_tokens: 20, messages });
+    assert.equal(first.usage.cache_creation_input_tokens, 0);
+    const again = await client.messages.create({ model: MODEL_NAME, max_tokens: 20, messages });
+    // The first may already share the template's head with earlier requests; the resend shares its body too.
+    assert.ok(again.usage.cache_read_input_tokens > first.usage.cache_read_input_tokens + 128,
+              JSON.stringify([first.usage, again.usage]));
+    assert.equal(again.usage.input_tokens + again.usage.cache_read_input_tokens,
+                 first.usage.input_tokens + first.usage.cache_read_input_tokens);
+    assert.deepEqual(again.content, first.content);
   });
 
   it('count_tokens counts the tools', async () => {

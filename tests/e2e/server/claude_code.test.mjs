@@ -73,6 +73,12 @@ function okResult(run, result) {
   return result;
 }
 
+// The whole prompt of a request: Anthropic's usage leaves what was read from the prefix cache out of
+// input_tokens (cache_read_input_tokens) and what was written to it (cache_creation_input_tokens).
+function totalInput(u) {
+  return u.input_tokens + (u.cache_read_input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0);
+}
+
 describe('Claude Code (claude -p) on the random model', () => {
   // The CPU model prefills the default 11-12K-token prompt in tens of seconds, so the multi-turn session offers
   // only Bash (`--tools Bash`: the same system blocks, inline system entry and billing header, two tools, ~3K
@@ -167,12 +173,13 @@ describe("Claude Code's recorded requests (tests/fixtures/claude_code/session.js
       const r = await postJSON(scripted, `${req.path}?${req.query}`, body, headers);
       assert.equal(r.status, 200, `request ${i}: ${r.text}`);
       assert.equal(r.json.type, 'message');
-      assert.ok(r.json.usage.input_tokens > last, `request ${i}: ${r.json.usage.input_tokens} <= ${last}`);
-      last = r.json.usage.input_tokens;
+      const input = totalInput(r.json.usage);
+      assert.ok(input > last, `request ${i}: ${input} <= ${last}`);
+      last = input;
       const { stream, max_tokens, metadata, ...countable } = body;
       const c = await postJSON(scripted, `/v1/messages/count_tokens?${req.query}`, countable, headers);
       assert.equal(c.status, 200, `request ${i} count_tokens: ${c.text}`);
-      assert.equal(c.json.input_tokens, r.json.usage.input_tokens, `request ${i}`);
+      assert.equal(c.json.input_tokens, input, `request ${i}`);
     }
   });
 });
@@ -235,7 +242,7 @@ describe('Anthropic SDK', () => {
         messages: [...user('Add them. [runner]'), { role: 'assistant', content: replies[0].content },
                    { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: 'sum=42' }] }],
       });
-      assert.equal(final.usage.input_tokens, whole.input_tokens,
+      assert.equal(totalInput(final.usage), whole.input_tokens,
                    'the final answer was generated from the system prompt, tools, call and result');
     });
   }
@@ -255,7 +262,7 @@ describe('Anthropic SDK', () => {
                  { role: 'user', content: 'Again.' }],
     });
     assert.equal(later.stop_reason, 'end_turn');
-    assert.ok(later.usage.input_tokens > r.usage.input_tokens);
+    assert.ok(totalInput(later.usage) > totalInput(r.usage));
   });
 
   it("Claude Code's x-anthropic-billing-header system block does not reach the prompt", async () => {

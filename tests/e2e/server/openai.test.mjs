@@ -1,10 +1,12 @@
 // OpenAI endpoints on the tiny random model through the official `openai` client and raw HTTP: chat and
 // completions (streaming and not), vllm-bench style token-id prompts, n > 1, seeds, logprobs, stop strings,
-// /v1/models, /tokenize + /detokenize, and the seed documents' curl examples run as written.
+// /v1/models, /tokenize + /detokenize, prefix caching (usage.prompt_tokens_details.cached_tokens, cache_salt,
+// POST /reset_prefix_cache, the vllm:prefix_cache_* counters) and the seed documents' curl examples run as
+// written.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 
-import { MODEL_NAME, haveCurl, parseSSE, postJSON, sh, startServer } from './lib/harness.mjs';
+import { MODEL_NAME, haveCurl, parseMetrics, parseSSE, postJSON, sh, startServer } from './lib/harness.mjs';
 
 const MAX_LEN = 2048;
 let server, client;
@@ -322,5 +324,48 @@ describe('seed document examples', () => {
     const msg = r.choices[0].message;
     assert.ok('reasoning' in msg || 'reasoning_content' in msg);
     assert.equal(r.model, MODEL_NAME);
+  });
+});
+
+describe('prefix caching (on by default, as in vLLM)', () => {
+  // A prompt no other test sends: 600 token ids, then the same prompt again.
+  const prompt = Array.from({ length: 600 }, (_, i) => 3 + ((i * 37) % 150));
+  const complete = (extra = {}) =>
+    postJSON(server, '/v1/completions', { model: MODEL_NAME, prompt, max_tokens: 4, temperature: 0, ...extra });
+
+  it('a repeated prompt reads its whole pages from the cache and answers the same', async () => {
+    const first = await complete();
+    assert.equal(first.status, 200, first.text);
+    assert.equal(first.json.usage.prompt_tokens_details.cached_tokens, 0);
+    const again = await complete();
+    assert.equal(again.status, 200, again.text);
+    const cached = again.json.usage.prompt_tokens_details.cached_tokens;
+    assert.ok(cached > 0 && cached < prompt.length, `cached_tokens ${cached}`);
+    assert.equal(again.json.choices[0].text, first.json.choices[0].text);
+    // The official client sees the same field on chat completions.
+    const messages = [{ role: 'user', content: 'cache me '.repeat(200) }];
+    await client.chat.completions.create({ model: MODEL_NAME, messages, max_tokens: 2, temperature: 0 });
+    const chat = await client.chat.completions.create({ model: MODEL_NAME, messages, max_tokens: 2, temperature: 0 });
+    assert.ok(chat.usage.prompt_tokens_details.cached_tokens > 0, JSON.stringify(chat.usage));
+  });
+
+  it('cache_salt separates tenants; a malformed one is a 400', async () => {
+    const a = await complete({ cache_salt: 'tenant-a' });
+    assert.equal(a.json.usage.prompt_tokens_details.cached_tokens, 0);
+    const b = await complete({ cache_salt: 'tenant-a' });
+    assert.ok(b.json.usage.prompt_tokens_details.cached_tokens > 0);
+    const bad = await complete({ cache_salt: 7 });
+    assert.equal(bad.status, 400, bad.text);
+    assert.match(bad.text, /cache_salt/);
+  });
+
+  it('POST /reset_prefix_cache empties it; /metrics counts queries and hits', async () => {
+    const r = await fetch(`${server.url}/reset_prefix_cache`, { method: 'POST' });
+    assert.equal(r.status, 200);
+    const after = await complete();
+    assert.equal(after.json.usage.prompt_tokens_details.cached_tokens, 0);
+    const m = parseMetrics(await (await fetch(`${server.url}/metrics`)).text());
+    assert.ok(m['vllm:prefix_cache_hits_total'] > 0, m._text);
+    assert.ok(m['vllm:prefix_cache_queries_total'] >= m['vllm:prefix_cache_hits_total'] + 3 * prompt.length);
   });
 });
