@@ -9,6 +9,8 @@
 # kv: the FP8 KV cache: its GPU tests (kernels, CUDA vs the CPU reference), transformers bf16 vs fp32 on long prompts
 # (tools/goldens/precision_drift.py) and m3serve's FP8 vs bf16 KV on the same prompts (KvPrecision), and
 # `m3 generate --kv-cache-dtype fp8` on the golden fixtures.
+# prefix: prefix caching on --device cuda: the same 2,000-token prompt twice to one server (cached_tokens, same
+# greedy text), and once to a --no-enable-prefix-caching server (same text), on the synthetic tiny model.
 # tp: tensor parallel over the machine's GPUs (2 or more): `m3 generate --tensor-parallel-size N` on the golden
 # fixtures against TP 1, a TP-N server answering as a TP-1 server does, and a killed rank ending the server.
 # Full logs go to $OUT; short tables are printed.
@@ -157,6 +159,36 @@ if want kv; then
     grep -h "KV pool" "$OUT/kv_generate_$m.log" | sed 's/^/  /'
     golden_check "$m" "$OUT/kv_out_$m.jsonl" "m3 generate --device cuda --kv-cache-dtype fp8 $m"
   done
+fi
+
+if want prefix; then
+  build-gpu/bin/m3 make-random-model --preset tiny --out /tmp/m3-tiny-prefix --tokenizer-from tests/fixtures/minimax-m3 2>/dev/null
+  up() { for _ in $(seq 1 600); do curl -sf "localhost:$1/health" >/dev/null && return 0; sleep 0.2; done; return 1; }
+  ask() {  # port -> "cached_tokens text" of a greedy completion of the fixed prompt
+    python3 - "$1" <<'PY'
+import json, sys, urllib.request
+prompt = [3 + (i * 37) % 150 for i in range(2000)]
+body = {"model": "m", "prompt": prompt, "max_tokens": 24, "temperature": 0, "ignore_eos": True}
+req = urllib.request.Request(f"http://localhost:{sys.argv[1]}/v1/completions", json.dumps(body).encode(),
+                             {"content-type": "application/json"})
+r = json.load(urllib.request.urlopen(req))
+print(r["usage"]["prompt_tokens_details"]["cached_tokens"], json.dumps(r["choices"][0]["text"]))
+PY
+  }
+  build-gpu/bin/m3 serve /tmp/m3-tiny-prefix --device cuda --port 8401 --served-model-name m >"$OUT/prefix_on.log" 2>&1 &
+  P1=$!
+  up 8401 && A=$(ask 8401) && B=$(ask 8401)
+  kill "$P1"; wait "$P1"
+  build-gpu/bin/m3 serve /tmp/m3-tiny-prefix --device cuda --port 8402 --served-model-name m --no-enable-prefix-caching \
+    >"$OUT/prefix_off.log" 2>&1 &
+  P2=$!
+  up 8402 && C=$(ask 8402)
+  kill "$P2"; wait "$P2"
+  echo "prefix caching on --device cuda: first (cached_tokens text): $A"
+  echo "                                 again: $B"
+  echo "                   without the cache: $C"
+  [ "${A#* }" = "${B#* }" ] && [ "${A#* }" = "${C#* }" ] && [ "${B%% *}" -gt 0 ] && echo "prefix: same text, tokens reused" ||
+    { echo "prefix: MISMATCH"; status=1; }
 fi
 
 if want tests; then
