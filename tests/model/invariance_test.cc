@@ -57,6 +57,34 @@ TEST(Invariance, AnyPrefillChunkingGivesIdenticalLogitsAndSelections) {
   }
 }
 
+// Prefix caching hands a sequence pages another sequence computed: the K/V and index keys there must be what
+// the sequence would have computed itself, so the rest of its prompt gives bit-identical logits and MSA
+// selections to a cold run (the donor sequence goes on decoding meanwhile, in the same batches).
+TEST(Invariance, PrefixPagesComputedByAnotherSequenceGiveTheColdResult) {
+  auto model = load_fixture("m3-tiny-msa");  // 8-token pages
+  const int vocab = model->config().vocab_size;
+  const auto head = random_prompt(72, vocab, 21);  // 9 pages
+  std::vector<int32_t> prompt = head;
+  for (int32_t t : random_prompt(45, vocab, 22)) prompt.push_back(t);
+  auto [cold_logits, cold_trace] = run_chunked(*model, prompt, {117});
+
+  SequenceRunner run(*model);
+  const int donor = run.add_sequence();
+  run.step({{donor, head}});
+  const int s = run.fork_sequence(donor, 9);
+  ForwardOptions opt;
+  opt.trace_msa = true;
+  ForwardOutput out;
+  const auto logits =
+      run.step({{s, std::vector<int32_t>(prompt.begin() + 72, prompt.end())}, {donor, {5}}}, opt, &out)[0];
+  EXPECT_EQ(logits, cold_logits);
+  for (size_t l = 0; l < out.msa_trace.size(); ++l) {
+    if (out.msa_trace[l].empty()) continue;  // dense layer
+    for (size_t t = 0; t < 45; ++t)
+      EXPECT_EQ(out.msa_trace[l][t], cold_trace[l][72 + t]) << "layer " << l << " position " << 72 + t;
+  }
+}
+
 TEST(Invariance, CausalityInsideTheLocalBlock) {
   // Token by token, no token can see a later one; in one chunk, a leak to later tokens of the same block
   // (the query's forced local block) would change the result.

@@ -59,6 +59,16 @@ int SequenceRunner::add_sequence() {
   return static_cast<int>(seqs_.size()) - 1;
 }
 
+int SequenceRunner::fork_sequence(int from, int pages) {
+  const Seq& f = seqs_.at(from);
+  EXPECT_LE(int64_t(pages) * model_.page_size(), f.len) << "fork past what the sequence computed";
+  Seq s;
+  s.pages.assign(f.pages.begin(), f.pages.begin() + pages);
+  s.len = int64_t(pages) * model_.page_size();
+  seqs_.push_back(std::move(s));
+  return static_cast<int>(seqs_.size()) - 1;
+}
+
 std::vector<std::vector<float>> SequenceRunner::step(
     const std::vector<std::pair<int, std::vector<int32_t>>>& work, const ForwardOptions& options,
     ForwardOutput* raw) {

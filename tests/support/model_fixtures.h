@@ -47,6 +47,9 @@ class SequenceRunner {
  public:
   explicit SequenceRunner(ModelBackend& model) : model_(model) {}
   int add_sequence();
+  // A new sequence whose first `pages` KV pages are `from`'s (as prefix caching shares them): it starts at
+  // position pages x page_size, and its later pages are its own.
+  int fork_sequence(int from, int pages);
   // One forward pass appending each listed sequence's tokens; returns the last-token logits of each, in
   // order.
   std::vector<std::vector<float>> step(const std::vector<std::pair<int, std::vector<int32_t>>>& work,
