@@ -1,7 +1,7 @@
 // `m3 serve` configuration: the flags of vLLM, SGLang and trtllm-serve as the deployment guides spell them,
 // plus TensorRT-LLM's --extra_llm_api_options YAML. Everything is validated before the model loads; a value
-// this build cannot honour (a block size other than the model's, a TP size the heads do not split into, an
-// fp8 KV cache on the GPU) is an error naming the flag. Backend-choice flags of the peers (attention/MoE
+// this build cannot honour (a block size other than the model's, a TP size the heads do not split into) is
+// an error naming the flag. Backend-choice flags of the peers (attention/MoE
 // backends) are accepted and logged.
 #pragma once
 

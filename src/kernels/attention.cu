@@ -200,12 +200,12 @@ __global__ void __launch_bounds__(32 * tile_warps(D, WM, WN)) tile_kernel(const 
   // FP8 ring slot of a stage (fp8_stage_bytes): K then V rows of e4m3, padded, then their scales.
   auto stage8 = [&](int st) -> unsigned char* {
     return reinterpret_cast<unsigned char*>(kvs + kWidened * 2 * kKeys * kStride) +
-           ((st - sb) % kStages) * fp8_stage_bytes(D);
+           ((st - sb) % kStages) * Fp8Stage<D>::kBytes;
   };
   // Threads [t0, t0 + n) widen FP8 stage st into its bf16 stage, in the layout the MMAs read.
   // Consecutive threads take consecutive rows of one 16-byte column: conflict-free reads (padded rows) and
   // writes (both bf16 layouts).
-  constexpr int kRow8 = fp8_row_bytes(D);
+  constexpr int kRow8 = Fp8Stage<D>::kRow;
   auto widen_stage = [&](int st, int t0, int n) {
     constexpr int kCh8 = D / 16;
     const unsigned char* s8 = stage8(st);
@@ -223,23 +223,21 @@ __global__ void __launch_bounds__(32 * tile_warps(D, WM, WN)) tile_kernel(const 
     }
   };
   auto load_stage = [&](int stage_idx) {
-    if constexpr (kFp8) {  // the loading threads copy 16-byte chunks of e4m3 rows, then the rows' scales
+    if constexpr (kFp8) {  // the loading threads copy 16-byte chunks of e4m3 rows; chunk 0's also the scales
       constexpr int kCh8 = D / 16, kLoaders = kWg ? 32 * kProducerWarps : kThreads;
-      const int lt = kWg ? tid - 32 * (kWarps - kProducerWarps) : tid;
+      static_assert(kLoaders % kCh8 == 0, "a thread keeps one chunk column");
+      const int lt = kWg ? tid - 32 * (kWarps - kProducerWarps) : tid, c = lt % kCh8;
       unsigned char* s8 = stage8(stage_idx);
-      for (int i = lt; i < kKeys * kCh8; i += kLoaders) {
-        const int r = i / kCh8, c = i - r * kCh8;
+      float* scales = reinterpret_cast<float*>(s8 + 2 * kKeys * kRow8);
+      for (int r = lt / kCh8; r < kKeys; r += kLoaders / kCh8) {
         bool ok;
-        const int64_t off = key_offset(stage_idx * kKeys + r, ok) + c * 16;
-        cp_async_16_zfill(s8 + r * kRow8 + c * 16, p.k8 + (ok ? off : 0), ok);
-        cp_async_16_zfill(s8 + (kKeys + r) * kRow8 + c * 16, p.v8 + (ok ? off : 0), ok);
-      }
-      for (int i = lt; i < 2 * kKeys; i += kLoaders) {
-        const int r = i % kKeys;
-        bool ok;
-        const int64_t off = key_offset(stage_idx * kKeys + r, ok) / D;
-        cp_async_4_zfill(s8 + 2 * kKeys * kRow8 + i * 4, (i < kKeys ? p.k_scale : p.v_scale) + (ok ? off : 0),
-                         ok);
+        const int64_t row = key_offset(stage_idx * kKeys + r, ok);
+        cp_async_16_zfill(s8 + r * kRow8 + c * 16, p.k8 + (ok ? row + c * 16 : 0), ok);
+        cp_async_16_zfill(s8 + (kKeys + r) * kRow8 + c * 16, p.v8 + (ok ? row + c * 16 : 0), ok);
+        if (c == 0) {
+          cp_async_4_zfill(scales + r, p.k_scale + (ok ? row / D : 0), ok);
+          cp_async_4_zfill(scales + kKeys + r, p.v_scale + (ok ? row / D : 0), ok);
+        }
       }
       return;
     }

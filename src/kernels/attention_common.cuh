@@ -51,14 +51,14 @@ struct Params {
 struct SmemLayout {
   int off_kv, off_w, off_int, bytes;
 };
-// An FP8 stage: K then V rows of e4m3 at a row stride of dim + 16 bytes (16-byte chunks of 8 consecutive rows
-// then fall in distinct banks, for the widening threads), then the K and V scales [kKeys] fp32.
-__host__ __device__ constexpr int fp8_row_bytes(int dim) {
-  return dim + 16;
+// An FP8 stage: K then V rows of e4m3 (attention_fp8_row_bytes apart), then the K and V scales [kKeys] fp32.
+constexpr int fp8_stage_bytes(int dim) {
+  return 2 * kKeys * attention_fp8_row_bytes(dim) + 2 * kKeys * 4;
 }
-__host__ __device__ constexpr int fp8_stage_bytes(int dim) {
-  return 2 * kKeys * fp8_row_bytes(dim) + 2 * kKeys * 4;
-}
+template <int D>
+struct Fp8Stage {  // the host constexprs, evaluated outside device code
+  static constexpr int kRow = attention_fp8_row_bytes(D), kBytes = fp8_stage_bytes(D);
+};
 SmemLayout smem_layout(int rows, int dim, int stages, const Params& p, bool sparse, bool fp8, int widened) {
   const int stride_bytes = (dim + 8) * 2;
   const int kv = rows * stride_bytes;

@@ -31,7 +31,7 @@ __global__ void __launch_bounds__(32 * DecodeShape<D, kFp8>::kWarps, 1) decode_k
   constexpr int kStride = D + 8, kUnit = 2 * 16 * kStride;  // K then V rows of one bf16 unit
   constexpr int kCh = D / 8, kKp = 32 / kCh;                // 16-byte chunks per row; rows per warp-wide copy
   constexpr int kCh8 = D / 16, kKp8 = 32 / kCh8;            // the same for e4m3 rows
-  constexpr int kRow8 = D + 16;                             // e4m3 row stride in the ring (padded)
+  constexpr int kRow8 = Fp8Stage<D>::kRow;                  // e4m3 row stride in the ring (padded)
   constexpr int kOffRing = 16 * kStride * 2, kRingBytes = kWarps * Shape::kWarpBytes;
   constexpr int kOffW = kOffRing + kRingBytes, kOffMisc = kOffW + 16 * kMaxLaunchSplits * 4;
   constexpr int kRed = D + 4;  // fp32 row stride of the warp merge (in the rings)

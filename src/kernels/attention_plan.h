@@ -53,11 +53,16 @@ int attention_decode_splits(int64_t ctas, int64_t max_keys, int dim, int num_sms
 // per unit (rows padded to dim + 16 bytes), then one bf16 unit the landed unit is widened into), split-K
 // weights [16][64] fp32 and 16 ints.
 constexpr int kAttentionDecodeRing = 3;
+// Bytes of one e4m3 K or V row in shared memory, both attention kernels: padded by 16 so that the 16-byte
+// chunks of 8 consecutive rows fall in distinct banks for the threads that widen them.
+constexpr int attention_fp8_row_bytes(int dim) {
+  return dim + 16;
+}
 constexpr int attention_decode_warps(int dim) {
   return dim <= 128 ? 8 : 4;
 }
-constexpr int attention_decode_unit_bytes(int dim, bool fp8) {             // one ring unit
-  return fp8 ? 2 * 16 * (dim + 16) + 2 * 16 * 4 : 2 * 16 * (dim + 8) * 2;  // e4m3 rows padded by 16 bytes
+constexpr int attention_decode_unit_bytes(int dim, bool fp8) {  // one ring unit
+  return fp8 ? 2 * 16 * attention_fp8_row_bytes(dim) + 2 * 16 * 4 : 2 * 16 * (dim + 8) * 2;
 }
 constexpr int attention_decode_warp_bytes(int dim, bool fp8) {  // one warp's ring (+ widened unit)
   return kAttentionDecodeRing * attention_decode_unit_bytes(dim, fp8) +

@@ -526,12 +526,11 @@ void CudaModel::fill_kv_random(uint64_t seed) {
   Impl& m = *impl_;
   const size_t slots = size_t(num_pages_ + 1) * config_.msa.block_size;
   for (Impl::Layer& L : m.layers) {
-    if (L.k8) {  // e4m3 values of the bf16 pool's range, scale 1
+    if (L.k8) {  // random e4m3 values and scales (speed measurements only read them)
       cuda::fill_random_e4m3(L.k8, int64_t(slots * m.kv_size()), seed++ << 40, 1.0f, m.stream);
       cuda::fill_random_e4m3(L.v8, int64_t(slots * m.kv_size()), seed++ << 40, 1.0f, m.stream);
-      const std::vector<float> ones(slots * m.hkv, 1.0f);
-      M3_CUDA_CHECK(cudaMemcpy(L.k_scale, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice));
-      M3_CUDA_CHECK(cudaMemcpy(L.v_scale, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice));
+      cuda::fill_random(L.k_scale, true, int64_t(slots * m.hkv), seed++ << 40, 0.1f, m.stream);
+      cuda::fill_random(L.v_scale, true, int64_t(slots * m.hkv), seed++ << 40, 0.1f, m.stream);
     } else {
       cuda::fill_random(L.k_cache, false, int64_t(slots * m.kv_size()), seed++ << 40, 1.0f, m.stream);
       cuda::fill_random(L.v_cache, false, int64_t(slots * m.kv_size()), seed++ << 40, 1.0f, m.stream);

@@ -49,12 +49,15 @@ void Scheduler::take_cached_prefix(SequenceState& s) {
   s.num_computed = hit * pool_.page_size();
 }
 
+void Scheduler::drop_pages(SequenceState& s) {
+  pool_.release(s.block_table);
+  s.num_computed = s.registered_pages = 0;
+  s.chain = s.salt;
+}
+
 void Scheduler::preempt(int64_t id, StepPlan& plan) {
   SequenceState& s = seqs_.at(id);
-  pool_.release(s.block_table);
-  s.num_computed = 0;
-  s.registered_pages = 0;
-  s.chain = s.salt;
+  drop_pages(s);
   running_.erase(std::find(running_.begin(), running_.end(), id));
   waiting_.push_front(id);
   plan.preempted.push_back(id);
@@ -90,9 +93,7 @@ StepPlan Scheduler::schedule() {
     take_cached_prefix(s);
     const int32_t n = chunk_size(s, budget);
     if (!pool_.ensure(s.block_table, s.num_computed + n)) {  // first come, first served: no overtaking
-      pool_.release(s.block_table);  // the cached pages it took go back until it is admitted
-      s.num_computed = s.registered_pages = 0;
-      s.chain = s.salt;
+      drop_pages(s);  // the cached pages it took go back until it is admitted
       break;
     }
     if (pool_.prefix_caching()) {

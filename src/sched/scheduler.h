@@ -70,6 +70,8 @@ class Scheduler {
   void preempt(int64_t id, StepPlan& plan);
   // Takes the sequence's cached prefix pages (prefix caching, empty block table).
   void take_cached_prefix(SequenceState& s);
+  // Releases its pages; it will compute from position 0 (or its cached prefix) again.
+  void drop_pages(SequenceState& s);
 
   SchedulerOptions opt_;
   BlockPool pool_;
