@@ -1,21 +1,24 @@
-// Page allocation, reference counts and the prefix-cache index (see block_pool.h).
+// Page allocation, reference counts, the prefix-cache index and the spills to / restores from the host tier
+// (see block_pool.h).
 #include "kv/block_pool.h"
-
-#include <algorithm>
-#include <iterator>
 
 #include "common/error.h"
 
 namespace m3 {
 
-BlockPool::BlockPool(int num_pages, int page_size, bool prefix_caching)
-    : num_pages_(num_pages), page_size_(page_size), prefix_caching_(prefix_caching) {
+BlockPool::BlockPool(int num_pages, int page_size, bool prefix_caching, int num_host_slots,
+                     double retain_share)
+    : num_pages_(num_pages),
+      page_size_(page_size),
+      prefix_caching_(prefix_caching),
+      max_kept_(static_cast<int>(num_pages * retain_share)),
+      order_(std::max(num_pages, 0)) {
   if (num_pages <= 0 || page_size <= 0)
     fail(ErrorKind::kInvalidArgument, "KV pool needs pages and a page size");
   for (int32_t p = num_pages - 1; p >= 0; --p) free_.push_back(p);
-  lru_pos_.resize(size_t(num_pages));
   refs_.assign(size_t(num_pages), 0);
   entries_.resize(size_t(num_pages));
+  if (prefix_caching && num_host_slots > 0) host_ = std::make_unique<HostTier>(num_host_slots);
 }
 
 uint64_t BlockPool::chain_hash(uint64_t parent, std::span<const int32_t> tokens) {
@@ -32,10 +35,10 @@ uint64_t BlockPool::chain_hash(uint64_t parent, std::span<const int32_t> tokens)
 void BlockPool::unregister(int32_t page) {
   Entry& e = entries_[size_t(page)];
   if (!e.registered) return;
-  auto it = index_.find(e.hash);
+  auto it = index_.find(e.key.hash);
   if (it != index_.end() && it->second == page) index_.erase(it);
-  e.registered = false;
-  e.tokens.clear();
+  if (e.key.keep_until > 0) --num_kept_;
+  e = Entry{};
 }
 
 int32_t BlockPool::take_page() {
@@ -44,8 +47,12 @@ int32_t BlockPool::take_page() {
     free_.pop_back();
     return p;
   }
-  const int32_t p = evictable_.front();
-  evictable_.pop_front();
+  const int32_t p = order_.pop([&](int32_t k) { return !kept(k); });
+  const PageKey& key = entries_[size_t(p)].key;
+  if (host_ && !host_->contains(key.hash)) {  // spill before the page is reused
+    const int32_t slot = host_->store(key, now_);
+    if (slot >= 0) transfers_.push_back({p, slot, true});
+  }
   unregister(p);
   return p;
 }
@@ -67,30 +74,39 @@ void BlockPool::release(std::vector<int32_t>& table) {
     const int32_t p = *it;
     M3_CHECK(refs_[size_t(p)] > 0, "releasing a KV page nobody holds");
     if (--refs_[size_t(p)] > 0) continue;
-    if (entries_[size_t(p)].registered) {
-      evictable_.push_back(p);
-      lru_pos_[size_t(p)] = std::prev(evictable_.end());
-    } else {
+    if (entries_[size_t(p)].registered)
+      order_.push(p, kept(p));
+    else
       free_.push_back(p);
-    }
   }
   table.clear();
 }
 
 int BlockPool::acquire_prefix(std::vector<int32_t>& table, std::span<const int32_t> tokens, uint64_t salt,
-                              int max_pages, uint64_t* chain) {
+                              int max_pages, uint64_t* chain, int* restored) {
   *chain = salt;
+  if (restored) *restored = 0;
   if (!prefix_caching_ || !table.empty()) return 0;
   int n = 0;
   for (; n < max_pages && size_t(n + 1) * size_t(page_size_) <= tokens.size(); ++n) {
     const std::span<const int32_t> page_tokens = tokens.subspan(size_t(n) * page_size_, size_t(page_size_));
     const uint64_t h = chain_hash(*chain, page_tokens);
     const auto it = index_.find(h);
-    if (it == index_.end()) break;
-    const int32_t p = it->second;
-    const Entry& e = entries_[size_t(p)];
-    if (e.parent != *chain || !std::equal(e.tokens.begin(), e.tokens.end(), page_tokens.begin())) break;
-    if (refs_[size_t(p)]++ == 0) evictable_.erase(lru_pos_[size_t(p)]);
+    int32_t p = -1;
+    if (it != index_.end() && entries_[size_t(it->second)].key.matches(*chain, page_tokens)) {
+      p = it->second;
+      if (refs_[size_t(p)]++ == 0) order_.remove(p);
+    } else if (host_ && num_free() > 0) {  // on the host? restore it into a fresh page
+      const int32_t slot = host_->find(h, *chain, page_tokens, now_);
+      if (slot < 0) break;
+      p = take_page();
+      refs_[size_t(p)] = 1;
+      transfers_.push_back({p, slot, false});
+      register_page(p, *chain, page_tokens);
+      if (restored) ++*restored;
+    } else {
+      break;
+    }
     table.push_back(p);
     *chain = h;
   }
@@ -101,22 +117,42 @@ uint64_t BlockPool::register_page(int32_t page, uint64_t parent, std::span<const
   const uint64_t h = chain_hash(parent, tokens);
   Entry& e = entries_[size_t(page)];
   if (!prefix_caching_ || e.registered || index_.count(h)) return h;
-  e.hash = h;
-  e.parent = parent;
-  e.tokens.assign(tokens.begin(), tokens.end());
+  e.key = PageKey{h, parent, {tokens.begin(), tokens.end()}, 0};
   e.registered = true;
   index_.emplace(h, page);
   return h;
 }
 
+int BlockPool::retain(std::span<const int32_t> pages, double until) {
+  int added = 0;
+  for (int32_t p : pages) {
+    PageKey& key = entries_[size_t(p)].key;
+    if (!entries_[size_t(p)].registered || key.keep_until >= until) continue;
+    if (key.keep_until <= 0) {
+      if (num_kept_ >= max_kept_) {  // full: forget the expired ones, then look again
+        num_kept_ = 0;
+        for (Entry& e : entries_) {
+          if (e.key.keep_until > 0 && e.key.keep_until <= now_) e.key.keep_until = 0;
+          num_kept_ += e.key.keep_until > 0;
+        }
+        if (num_kept_ >= max_kept_) break;
+      }
+      ++num_kept_;
+      ++added;
+    }
+    key.keep_until = until;
+  }
+  return added;
+}
+
 int BlockPool::reset_cache() {
-  const int n = static_cast<int>(evictable_.size());
-  for (int32_t p : evictable_) {
+  const std::vector<int32_t> dropped = order_.drain();
+  for (int32_t p : dropped) {
     unregister(p);
     free_.push_back(p);
   }
-  evictable_.clear();
-  return n;
+  if (host_) host_->reset();
+  return static_cast<int>(dropped.size());
 }
 
 }  // namespace m3

@@ -7,6 +7,7 @@
 #include <span>
 
 #include "kv/block_pool.h"
+#include "kv/pool_test_util.h"
 #include "support/token_ramp.h"
 
 namespace m3 {
@@ -50,16 +51,6 @@ namespace m3 {
 namespace {
 
 using testing::token_ramp;
-
-// Fills `table` (fresh pages) for `tokens` and registers every full page, as the scheduler does on commit.
-void compute_and_register(BlockPool& pool, std::vector<int32_t>& table, const std::vector<int32_t>& tokens,
-                          uint64_t salt) {
-  ASSERT_TRUE(pool.ensure(table, int64_t(tokens.size())));
-  uint64_t chain = salt;
-  const int P = pool.page_size();
-  for (size_t b = 0; (b + 1) * P <= tokens.size(); ++b)
-    chain = pool.register_page(table[b], chain, std::span<const int32_t>(tokens).subspan(b * P, size_t(P)));
-}
 
 TEST(BlockPoolPrefixCache, SharesTheLongestCachedPrefixByReference) {
   BlockPool pool(10, 4, true);
