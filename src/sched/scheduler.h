@@ -6,7 +6,11 @@
 // sequence that is admitted (or readmitted after preemption) first takes the cached pages of its longest
 // known prefix (BlockPool::acquire_prefix; never the page of its last known token, which is computed for the
 // logits) and starts computing at the first page it lacks; every page it fills is registered for the next
-// ones. Deterministic; no CUDA, no I/O.
+// ones. Pages found only in the pool's host tier come back by a copy (take_transfers) instead of a recompute.
+// A waiting sequence whose next uncached page another running sequence is computing right now waits until
+// that page is registered, so requests that share a prefix and arrive together compute it once. A request
+// that asked for its prompt to be kept (keep_seconds, Anthropic cache_control) has its prompt pages retained
+// for that long (BlockPool::retain). Deterministic given the clock the engine sets; no CUDA, no I/O.
 #pragma once
 
 #include <cstddef>
@@ -24,12 +28,15 @@ struct SchedulerOptions {
   int max_num_seqs = 256;
   int max_num_batched_tokens = 8192;
   bool enable_prefix_caching = false;
+  int num_host_kv_pages = 0;  // the prefix cache's host tier, in pages (0: none)
+  double retain_share = 0.5;  // at most this share of the pool is kept for cache_control
 };
 
 // Prefix-cache counters, in tokens (vLLM's vllm:prefix_cache_queries / vllm:prefix_cache_hits): the known
 // tokens of every admission, and how many of them came from cached pages.
 struct PrefixCacheStats {
   int64_t queries = 0, hits = 0;
+  int64_t host_hits = 0;  // of the hits, tokens restored from the host tier (vllm:external_prefix_cache_hits)
 };
 
 struct SequenceState {
@@ -42,6 +49,10 @@ struct SequenceState {
   int32_t num_cached = -1;       // prompt tokens taken from cached pages at the first admission (-1: not yet)
   int32_t registered_pages = 0;  // leading pages of block_table that are cached or registered
   uint64_t chain = 0;            // hash of the last of them (salt if none)
+  std::vector<uint64_t> page_hashes;  // the hash chain of the prompt's full pages (prefix caching)
+  double keep_seconds = 0;            // keep the prompt's pages this long (0: LRU alone)
+  int32_t num_restored = 0;           // of its cached tokens at the last admission, those from the host tier
+  int32_t num_kept_written = 0;       // prompt tokens of pages this sequence registered and had kept
 };
 
 class Scheduler {
@@ -49,7 +60,9 @@ class Scheduler {
   Scheduler(SchedulerOptions options, int num_pages, int page_size);
 
   // Queues a sequence; the caller guarantees prompt + max new tokens fit one sequence's page budget.
-  void add(int64_t id, std::vector<int32_t> prompt, uint64_t cache_salt = 0);
+  void add(int64_t id, std::vector<int32_t> prompt, uint64_t cache_salt = 0, double keep_seconds = 0);
+  // The clock (seconds) that retention times are measured on; the engine sets it before each schedule().
+  void set_clock(double now) { pool_.set_clock(now); }
   StepPlan schedule();
   // After the forward pass: marks the planned tokens computed.
   void commit(const StepPlan& plan);
@@ -64,6 +77,8 @@ class Scheduler {
   const PrefixCacheStats& prefix_cache_stats() const { return prefix_stats_; }
   // Forgets the cached pages no sequence holds (POST /reset_prefix_cache); returns how many.
   int reset_prefix_cache() { return pool_.reset_cache(); }
+  // The page copies (host tier spills and restores) the backend must run before the next forward pass.
+  std::vector<PageTransfer> take_transfers() { return pool_.take_transfers(); }
 
  private:
   int32_t chunk_size(const SequenceState& s, int32_t budget) const;
@@ -72,6 +87,8 @@ class Scheduler {
   void take_cached_prefix(SequenceState& s);
   // Releases its pages; it will compute from position 0 (or its cached prefix) again.
   void drop_pages(SequenceState& s);
+  // True when a running sequence is computing, unregistered yet, the page `s` would take from the cache next.
+  bool next_page_in_flight(const SequenceState& s) const;
 
   SchedulerOptions opt_;
   BlockPool pool_;

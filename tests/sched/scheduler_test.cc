@@ -183,6 +183,81 @@ TEST(SchedulerPrefixCache, APreemptedSequenceFindsItsSurvivingPages) {
   EXPECT_EQ(s.seq(2).num_cached, 0) << "usage reports the first admission, which found nothing";
 }
 
+TEST(SchedulerPrefixCache, RequestsArrivingTogetherComputeTheirSharedPrefixOnce) {
+  Scheduler s({8, 16, true}, 64, 16);  // a 16-token budget: the shared head takes three steps
+  std::vector<int32_t> b = token_ramp(48, 0);
+  b.insert(b.end(), {900, 901, 902, 903, 904});
+  s.add(1, token_ramp(50, 0));
+  s.add(2, b);
+  s.add(3, token_ramp(20, 7000));  // unrelated, queued behind 2: first come, first served
+  int64_t computed = 0;
+  StepPlan p;
+  for (int i = 0; i < 3; ++i) {
+    p = step(s);
+    for (const ScheduledChunk& c : p.chunks) {
+      EXPECT_EQ(c.seq_id, 1) << "2 waits while 1 computes the pages it would share";
+      computed += c.num_tokens;
+    }
+  }
+  p = step(s);  // 1 finishes its prompt; 2 now finds the three pages cached (3 follows)
+  ASSERT_EQ(p.chunks.size(), 3u);
+  EXPECT_EQ(p.chunks[2].seq_id, 3);
+  EXPECT_EQ(p.chunks[1].seq_id, 2);
+  EXPECT_EQ(p.chunks[1].start_pos, 48);
+  EXPECT_EQ(s.seq(2).num_cached, 48);
+  EXPECT_EQ(computed + p.chunks[0].num_tokens + p.chunks[1].num_tokens, 50 + 5);
+  // A request whose only shared page is its last (computed for its logits anyway) does not wait.
+  Scheduler t({8, 1000, true}, 64, 16);
+  t.add(1, token_ramp(32, 0));
+  t.add(2, token_ramp(16, 0));
+  EXPECT_EQ(step(t).chunks.size(), 2u);
+}
+
+TEST(SchedulerPrefixCache, EvictedPagesComeBackFromTheHostTier) {
+  SchedulerOptions o{8, 1000, true};
+  o.num_host_kv_pages = 16;
+  Scheduler s(o, 4, 16);
+  s.add(1, token_ramp(40, 0));  // two full pages
+  step(s);
+  s.finish(1);
+  s.add(2, token_ramp(64, 5000));  // takes the whole pool: 1's pages spill
+  step(s);
+  std::vector<PageTransfer> t = s.take_transfers();
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_TRUE(t[0].to_host && t[1].to_host);
+  s.finish(2);
+  s.add(3, token_ramp(45, 0));
+  const StepPlan p = step(s);
+  ASSERT_EQ(p.chunks.size(), 1u);
+  EXPECT_EQ(p.chunks[0].start_pos, 32) << "restored, not recomputed";
+  EXPECT_EQ(s.seq(3).num_cached, 32);
+  EXPECT_EQ(s.prefix_cache_stats().host_hits, 32);
+  t = s.take_transfers();
+  int restores = 0;
+  for (const PageTransfer& x : t) restores += !x.to_host;
+  EXPECT_EQ(restores, 2);
+}
+
+TEST(SchedulerPrefixCache, AKeptPromptOutlivesOtherTrafficAndCountsWhatItWrote) {
+  Scheduler s({8, 1000, true}, 8, 16);
+  s.set_clock(0);
+  s.add(1, token_ramp(40, 0), 0, /*keep_seconds=*/300);
+  step(s);
+  EXPECT_EQ(s.seq(1).num_kept_written, 32) << "its two full prompt pages, kept";
+  s.finish(1);
+  s.add(2, token_ramp(40, 9000));  // unkept, released later than 1
+  step(s);
+  s.finish(2);
+  s.set_clock(10);
+  s.add(3, token_ramp(90, 5000));  // six pages: two of the cached ones must go
+  step(s);
+  s.finish(3);
+  s.add(4, token_ramp(41, 0));
+  step(s);
+  EXPECT_EQ(s.seq(4).num_cached, 32) << "the kept prompt survived; 2's pages went instead";
+  EXPECT_EQ(s.seq(4).num_kept_written, 0);
+}
+
 TEST(SchedulerPrefixCache, OffComputesEverything) {
   Scheduler s({8, 1000, false}, 64, 16);
   s.add(1, token_ramp(50, 0));
