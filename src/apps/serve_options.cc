@@ -48,6 +48,25 @@ void add_serve_flags(CLI::App& cmd, ServeConfig& c) {
       ->check(CLI::Range(0.01, 1.0));
   cmd.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c.engine.enable_prefix_caching,
                "Reuse the KV pages (and MSA index keys) of prompt prefixes seen before (default: on)");
+  cmd.add_option_function<double>(
+         "--kv-offloading-size", [&c](double gib) { c.kv_offloading_bytes = gib * double(1ull << 30); },
+         "GiB of pinned host memory for the prefix cache's host tier: pages evicted from the device pool "
+         "spill "
+         "there (with their MSA index keys) and come back by a copy instead of a recompute")
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option_function<std::string>(
+      "--kv-offloading-backend",
+      [](const std::string& v) {
+        if (v != "native")
+          fail(ErrorKind::kUnsupported, "--kv-offloading-backend '" + v + "' is not supported (native)");
+      },
+      "native (the built-in host tier)");
+  cmd.add_option_function<double>(
+         "--hicache-size", [&c](double gb) { c.kv_offloading_bytes = gb * 1e9; },
+         "SGLang's spelling of the host tier's size, in GB")
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_flag("--enable-hierarchical-cache", c.enable_hierarchical_cache,
+               "SGLang: the host tier (give its size with --hicache-size)");
   cmd.add_option("--kv-cache-dtype", c.kv_cache_dtype,
                  "auto | bfloat16 | fp8 (= fp8_e4m3: K and V in e4m3, a scale per token and KV head)");
   cmd.add_option("--dtype", c.dtype, "auto | bfloat16");
@@ -173,6 +192,7 @@ void merge_yaml(ServeConfig& c, const ModelConfig& model) {
       if (k["free_gpu_memory_fraction"])
         c.gpu_memory_utilization = k["free_gpu_memory_fraction"].as<double>();
       if (k["dtype"]) c.kv_cache_dtype = k["dtype"].as<std::string>();
+      if (k["host_cache_size"]) c.kv_offloading_bytes = k["host_cache_size"].as<double>();
       if (k["tokens_per_block"] && k["tokens_per_block"].as<int>() != model.msa.block_size)
         fail(ErrorKind::kInvalidArgument, where + "kv_cache_config.tokens_per_block must be " +
                                               std::to_string(model.msa.block_size) +
@@ -221,6 +241,13 @@ void finalize_serve_config(ServeConfig& c, const ModelConfig& model) {
                                           std::to_string(model.msa.block_size) +
                                           "): KV pages are MSA blocks");
   validate_precision(c.quantization, c.kv_cache_dtype, model);
+  if (c.enable_hierarchical_cache && c.kv_offloading_bytes <= 0)
+    fail(ErrorKind::kInvalidArgument,
+         "--enable-hierarchical-cache needs --hicache-size GB (the host tier's size)");
+  if (c.kv_offloading_bytes > 0 && !c.engine.enable_prefix_caching)
+    fail(ErrorKind::kInvalidArgument,
+         "--kv-offloading-size / host_cache_size is the prefix cache's host tier: it needs prefix caching "
+         "(drop --no-enable-prefix-caching / enable_block_reuse: false)");
   if (c.dtype != "auto" && c.dtype != "bfloat16" && c.dtype != "bf16")
     fail(ErrorKind::kUnsupported, "--dtype '" + c.dtype + "' is not supported (auto | bfloat16)");
   c.server.reasoning_parser = parser_enabled("--reasoning-parser", c.reasoning_parser, model);

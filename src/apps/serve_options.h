@@ -37,6 +37,10 @@ struct ServeConfig {
   std::string extra_options_yaml;
   int num_kv_pages = 0;
   double kv_cache_gb = 4.0;
+  // The prefix cache's host tier (--kv-offloading-size GiB, --hicache-size GB, host_cache_size bytes): 0
+  // none.
+  double kv_offloading_bytes = 0;
+  bool enable_hierarchical_cache = false;
   bool enforce_eager = false;        // cuda: no CUDA graphs for decode steps
   std::string load_format = "auto";  // auto | safetensors | dummy (random weights on the device)
   size_t max_pending = 4096;

@@ -26,7 +26,8 @@ const char* finish_reason_name(FinishReason r) {
 Engine::Engine(std::unique_ptr<ModelBackend> backend, EngineOptions options)
     : backend_(std::move(backend)),
       opt_(options),
-      sched_({options.max_num_seqs, options.max_num_batched_tokens, options.enable_prefix_caching},
+      sched_({options.max_num_seqs, options.max_num_batched_tokens, options.enable_prefix_caching,
+              backend_->num_host_kv_pages()},
              backend_->num_kv_pages(), backend_->page_size()) {
   const int64_t pool_tokens = int64_t{backend_->num_kv_pages()} * backend_->page_size();
   max_model_len_ = opt_.max_model_len > 0 ? opt_.max_model_len : backend_->config().max_position_embeddings;
@@ -52,6 +53,8 @@ void Engine::validate(const Request& r) const {
                                           " tokens) + max_tokens (" + std::to_string(r.max_tokens) +
                                           ") exceeds the maximum model length " +
                                           std::to_string(max_model_len_));
+  if (!(r.cache_keep_seconds >= 0) || !std::isfinite(r.cache_keep_seconds))
+    fail(ErrorKind::kInvalidArgument, "the cache retention time must be a finite number of seconds >= 0");
   const SamplingParams& s = r.sampling;
   if (!(s.temperature >= 0) || !std::isfinite(s.temperature))
     fail(ErrorKind::kInvalidArgument, "temperature must be >= 0");
@@ -92,7 +95,7 @@ int64_t Engine::add(Request r) {
     std::random_device entropy;
     seed = ((uint64_t{entropy()} << 32) | entropy()) ^ static_cast<uint64_t>(id);
   }
-  sched_.add(id, r.prompt, r.cache_salt);
+  sched_.add(id, r.prompt, r.cache_salt, r.cache_keep_seconds);
   PenaltyState penalties;
   if (r.sampling.repetition_penalty != 1.0f) {
     penalties.prompt_tokens = r.prompt;
@@ -118,6 +121,11 @@ EngineStats Engine::stats() const {
   s.kv_pages_free = sched_.pool().num_free();
   s.prefix_cache_queries = sched_.prefix_cache_stats().queries;
   s.prefix_cache_hits = sched_.prefix_cache_stats().hits;
+  s.prefix_cache_host_hits = sched_.prefix_cache_stats().host_hits;
+  if (const HostTier* host = sched_.pool().host_tier()) {
+    s.host_pages_total = host->num_slots();
+    s.host_pages_used = host->num_used();
+  }
   return s;
 }
 
@@ -180,13 +188,18 @@ std::vector<TokenEvent> Engine::step() {
     double* total;
     ~AddElapsed() { *total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
   } add_elapsed{t0, &counters_.step_seconds};
+  sched_.set_clock(std::chrono::duration<double>(t0 - start_).count());
   StepPlan plan = sched_.schedule();
+  for (const PageTransfer& t : sched_.take_transfers())  // they run before the next forward pass, in order
+    pending_copies_.push_back({t.page, t.host_slot, t.to_host});
   std::vector<TokenEvent> events;
   counters_.preemptions += static_cast<int64_t>(plan.preempted.size());
   if (plan.empty()) return events;
   ++counters_.steps;
 
   ForwardBatch batch;
+  batch.page_copies = std::move(pending_copies_);
+  pending_copies_.clear();
   std::vector<int64_t> sampled_ids;
   for (const ScheduledChunk& c : plan.chunks) {
     const SequenceState& s = sched_.seq(c.seq_id);
@@ -249,6 +262,7 @@ std::vector<TokenEvent> Engine::step() {
     }
     ev.logprobs = std::move(logprobs);
     ev.cached_tokens = std::max(0, sched_.seq(id).num_cached);
+    ev.cache_written_tokens = sched_.seq(id).num_kept_written;
     events.push_back(std::move(ev));
     if (fr != FinishReason::kNone) {
       sched_.finish(id);

@@ -6,6 +6,7 @@
 // index of the output token), so the device never changes the tokens.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -45,6 +46,7 @@ struct Request {
   std::vector<int32_t> stop_token_ids;
   std::optional<ThinkingBudget> thinking_budget;
   uint64_t cache_salt = 0;  // prefix-cache namespace: requests share cached pages only with the same salt
+  double cache_keep_seconds = 0;  // keep the prompt's cached pages this long (Anthropic cache_control ttl)
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort };
@@ -58,6 +60,7 @@ struct TokenEvent {
   bool is_eos = false;  // stop_token is an EOS id rather than one of the request's stop_token_ids
   std::optional<TokenLogprobs> logprobs;  // when the request asked for logprobs
   int32_t cached_tokens = 0;              // prompt tokens that came from the prefix cache
+  int32_t cache_written_tokens = 0;       // prompt tokens this request wrote to the cache and had kept
 };
 
 struct EngineStats {
@@ -67,6 +70,8 @@ struct EngineStats {
   int64_t generated_tokens = 0;
   int64_t preemptions = 0;
   int64_t prefix_cache_queries = 0, prefix_cache_hits = 0;  // tokens (sched/scheduler.h PrefixCacheStats)
+  int64_t prefix_cache_host_hits = 0;                       // of the hits, tokens restored from the host tier
+  int host_pages_total = 0, host_pages_used = 0;            // the prefix cache's host tier
   int64_t steps = 0;
   double step_seconds = 0;  // wall time spent inside step(), scheduling and sampling included
 };
@@ -109,6 +114,8 @@ class Engine {
   EngineOptions opt_;
   int64_t max_model_len_ = 0;
   Scheduler sched_;
+  std::vector<KvPageCopy> pending_copies_;  // host tier copies not yet handed to a forward pass
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();  // the retention clock
   std::map<int64_t, Active> active_;
   int64_t next_id_ = 0;
   EngineStats counters_;

@@ -1,6 +1,7 @@
 // Row-wise and element-wise kernels: embedding, Gemma RMSNorm, the attention input's head preparation (norm,
 // RoPE, page writes), row gathers. One block per row where a reduction is needed; grid-stride loops
 // elsewhere.
+#include <algorithm>
 #include <string>
 
 #include <cuda_fp8.h>
@@ -259,6 +260,27 @@ void prepare_heads(const float* proj, int64_t ld, const HeadPrep& prep, const fl
     prepare_heads_kernel<<<static_cast<unsigned>((warps + kPrepWarps - 1) / kPrepWarps), kThreads, 0, s>>>(
         proj, ld, prep, inv_freq, meta, T, rotary_dim, eps, page_size, heads);
 }
+__global__ void copy_pages_kernel(const PageCopyItem* items, int n) {
+  for (int i = blockIdx.x; i < n; i += gridDim.x) {
+    const PageCopyItem it = items[i];
+    const int4* src = static_cast<const int4*>(it.src);
+    int4* dst = static_cast<int4*>(it.dst);
+    const uint64_t n16 = it.bytes / 16;
+    uint64_t j = threadIdx.x;
+    for (; j + 3 * blockDim.x < n16; j += 4 * blockDim.x) {  // four 16-byte loads in flight per thread
+      const int4 a = src[j], b = src[j + blockDim.x], c = src[j + 2 * blockDim.x],
+                 d = src[j + 3 * blockDim.x];
+      dst[j] = a, dst[j + blockDim.x] = b, dst[j + 2 * blockDim.x] = c, dst[j + 3 * blockDim.x] = d;
+    }
+    for (; j < n16; j += blockDim.x) dst[j] = src[j];
+  }
+}
+
+void copy_pages(const PageCopyItem* items, int n, cudaStream_t s) {
+  constexpr int kMaxBlocks = 32;
+  if (n > 0) copy_pages_kernel<<<std::min(n, kMaxBlocks), kThreads, 0, s>>>(items, n);
+}
+
 void add_inplace(float* x, const float* y, int64_t n, cudaStream_t s) {
   if (n > 0) add_kernel<<<grid_for(n), kThreads, 0, s>>>(x, y, n);
 }

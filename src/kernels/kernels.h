@@ -125,6 +125,15 @@ void paged_attention_with_splits(const float* q, const KvPages& kv, TokenMeta me
                                  cudaStream_t s);
 
 void add_inplace(float* x, const float* y, int64_t n, cudaStream_t s);
+// Byte copies of whole KV pages between device memory and mapped pinned host memory (the prefix cache's host
+// tier): item i copies bytes (a multiple of 16, 16-byte aligned) from src to dst. A few blocks stride over
+// the items, so a copy running beside the forward pass leaves it the SMs.
+struct PageCopyItem {
+  const void* src;
+  void* dst;
+  uint64_t bytes;
+};
+void copy_pages(const PageCopyItem* items, int n, cudaStream_t s);
 void gather_rows_f32(const float* src, const int32_t* rows, int n, int width, float* dst, cudaStream_t s);
 // Synthetic weights: p[i] = counter_gaussian(key + i) * scale (common/random_init.h), bf16 or fp32.
 void fill_random(void* p, bool f32, int64_t n, uint64_t key, float scale, cudaStream_t s);

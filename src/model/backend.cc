@@ -39,6 +39,18 @@ size_t cpu_kv_bytes_per_page(const ModelConfig& c) {
   return bytes;
 }
 
+size_t kv_bytes_per_page(const ModelConfig& c, const std::string& device, const std::string& kv) {
+  if (device != "cuda") return cpu_kv_bytes_per_page(c);
+  // bf16 K and V, or e4m3 with an fp32 scale per KV head; bf16 index keys (model/cuda_weights.cc).
+  const bool fp8 = kv == "fp8" || kv == "fp8_e4m3";
+  const size_t kv_bytes =
+      fp8 ? 2 * (size_t(c.kv_size()) + size_t(c.num_kv_heads) * 4) : 4 * size_t(c.kv_size());
+  size_t bytes = 0;
+  for (int l = 0; l < c.num_layers; ++l)
+    bytes += size_t(c.msa.block_size) * (kv_bytes + (c.sparse_attention[l] ? c.msa.index_head_dim * 2 : 0));
+  return bytes;
+}
+
 std::string resolve_device(const std::string& requested) {
   if (requested == "cpu" || requested == "cuda") return requested;
   if (requested != "auto")
@@ -93,6 +105,7 @@ std::unique_ptr<ModelBackend> load_shard(const std::string& model_dir, const Bac
       fail(ErrorKind::kUnavailable, "--device cuda: " + cuda_devices_summary());
     CudaModelOptions co;
     co.num_kv_pages = options.num_kv_pages;
+    co.num_host_kv_pages = options.num_host_kv_pages;
     co.gpu_memory_utilization = options.gpu_memory_utilization;
     co.max_num_batched_tokens = options.max_num_batched_tokens;
     co.max_num_seqs = options.max_num_seqs;
@@ -129,10 +142,12 @@ std::unique_ptr<ModelBackend> load_shard(const std::string& model_dir, const Bac
                                       std::move(comm),
                                       kv_fp8             ? P::kFp8
                                       : kv == "bfloat16" ? P::kBf16
-                                                         : P::kF32);
+                                                         : P::kF32,
+                                      options.num_host_kv_pages);
   }
   if (options.device == "scripted")  // testing: scripted outputs, no weights
-    return std::make_unique<ScriptedBackend>(model_dir, options.script, options.num_kv_pages);
+    return std::make_unique<ScriptedBackend>(model_dir, options.script, options.num_kv_pages,
+                                             options.num_host_kv_pages);
   fail(ErrorKind::kInvalidArgument, "--device '" + options.device + "' is not one of cpu, cuda");
 }
 

@@ -22,7 +22,10 @@ class ModelBackend {
   virtual const char* device_name() const = 0;
   int page_size() const { return config().msa.block_size; }  // KV page = MSA block
   virtual int num_kv_pages() const = 0;
-  // Runs the batch; KV (and index-K) of the new tokens are written to their pages first.
+  // Host slots of the prefix cache's host tier (each holds one page); 0 when there is none.
+  virtual int num_host_kv_pages() const { return 0; }
+  // Runs the batch: first its page copies (in order), then the forward pass, whose new tokens' KV (and
+  // index-K) are written to their pages first.
   virtual ForwardOutput forward(const ForwardBatch& batch, const ForwardOptions& options = {}) = 0;
   // True when forward() honours ForwardBatch::sampling: it samples on its device and returns
   // ForwardOutput::sampled.
@@ -33,6 +36,7 @@ class ModelBackend {
 struct BackendOptions {
   std::string device = "cpu";  // cpu | cuda | scripted (testing: see model/scripted_backend.h)
   int num_kv_pages = 0;        // KV pages to allocate (page = config.msa.block_size tokens); cuda: 0 = auto
+  int num_host_kv_pages = 0;   // host-memory slots of the prefix cache's host tier (--kv-offloading-size)
   double gpu_memory_utilization = 0.9;  // cuda: share of device memory for weights + KV when sizing the pool
   int max_num_batched_tokens = 8192;    // cuda: the largest step, profiled by the memory plan
   int max_num_seqs = 256;               // cuda: the largest decode batch (top CUDA-graph bucket)
@@ -53,6 +57,10 @@ struct BackendOptions {
 
 // Bytes one KV page takes on the CPU backend (K, V and, for MSA layers, index keys, over all layers).
 size_t cpu_kv_bytes_per_page(const ModelConfig& config);
+// Bytes one KV page of the whole model (every rank's heads) takes on `device` (cpu | cuda | scripted) with
+// that --kv-cache-dtype: what sizes the host tier from --kv-offloading-size.
+size_t kv_bytes_per_page(const ModelConfig& config, const std::string& device,
+                         const std::string& kv_cache_dtype);
 
 // Checks --quantization and --kv-cache-dtype against the model (errors name the flag); load_backend calls it,
 // and `m3 serve` before anything loads.

@@ -41,4 +41,13 @@ void CpuKvStorage::store(int layer, int32_t page, int slot, const float* k, cons
   }
 }
 
+void CpuKvStorage::copy_page(int32_t page, CpuKvStorage& dst, int32_t dst_page) const {
+  const size_t kv = size_t(page_size_) * kv_stride_, idx = size_t(page_size_) * idx_stride_;
+  for (size_t l = 0; l < k_.size(); ++l) {
+    std::copy_n(&k_[l][page * kv], kv, &dst.k_[l][dst_page * kv]);
+    std::copy_n(&v_[l][page * kv], kv, &dst.v_[l][dst_page * kv]);
+    if (idx_[l]) std::copy_n(&idx_[l][page * idx], idx, &dst.idx_[l][dst_page * idx]);
+  }
+}
+
 }  // namespace m3

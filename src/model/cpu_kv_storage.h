@@ -26,6 +26,9 @@ class CpuKvStorage {
   float* index_k(int layer, int32_t page, int slot) { return &idx_[layer][offset(page, slot, idx_stride_)]; }
   // Writes one token's K and V (all of the rank's heads) to its slot, in the cache's precision.
   void store(int layer, int32_t page, int slot, const float* k, const float* v);
+  // Copies page `page` (K, V and index keys of every layer) to page `dst_page` of `dst`, a storage of the
+  // same model, heads and precision (the prefix cache's host tier).
+  void copy_page(int32_t page, CpuKvStorage& dst, int32_t dst_page) const;
   Precision precision() const { return precision_; }
   size_t bytes() const { return bytes_; }
 

@@ -10,7 +10,8 @@
 namespace m3 {
 
 CpuModel::CpuModel(ModelConfig config, CpuWeights weights, int num_kv_pages, const ShardLayout& shard,
-                   std::shared_ptr<dist::Communicator> comm, CpuKvStorage::Precision kv)
+                   std::shared_ptr<dist::Communicator> comm, CpuKvStorage::Precision kv,
+                   int num_host_kv_pages)
     : config_(std::move(config)),
       shard_(shard),
       comm_(std::move(comm)),
@@ -19,6 +20,9 @@ CpuModel::CpuModel(ModelConfig config, CpuWeights weights, int num_kv_pages, con
       rope_(config_.rotary_dim, config_.rope_theta) {
   M3_CHECK(comm_->size() == shard_.tp_size && comm_->rank() == shard_.tp_rank,
            "the shard layout and the communicator disagree on the ranks");
+  if (num_host_kv_pages > 0)
+    host_kv_ = std::make_unique<CpuKvStorage>(config_, num_host_kv_pages,
+                                              static_cast<int>(shard_.kv_heads.size()), kv);
 }
 
 // Vocabulary-parallel embedding: each rank copies the rows it holds, zeros elsewhere; the sum over ranks is
@@ -63,6 +67,15 @@ ForwardOutput CpuModel::forward(const ForwardBatch& batch, const ForwardOptions&
   const int64_t H = c.hidden_size;
   const int64_t T = static_cast<int64_t>(batch.token_ids.size());
 
+  for (const KvPageCopy& cp : batch.page_copies) {
+    if (!host_kv_ || cp.page < 0 || cp.page >= kv_.num_pages() || cp.host_slot < 0 ||
+        cp.host_slot >= host_kv_->num_pages())
+      fail(ErrorKind::kInternal, "a page copy names an invalid page or host slot");
+    if (cp.to_host)
+      kv_.copy_page(cp.page, *host_kv_, cp.host_slot);
+    else
+      host_kv_->copy_page(cp.host_slot, kv_, cp.page);
+  }
   std::vector<TokenMeta> tokens(T);
   std::vector<int64_t> logit_rows;  // token index of each logits row
   for (const SeqChunk& s : batch.seqs) {

@@ -46,11 +46,12 @@ class CpuModel : public ModelBackend {
   // kv: what the KV cache holds (model/cpu_kv_storage.h).
   CpuModel(ModelConfig config, CpuWeights weights, int num_kv_pages, const ShardLayout& shard,
            std::shared_ptr<dist::Communicator> comm,
-           CpuKvStorage::Precision kv = CpuKvStorage::Precision::kF32);
+           CpuKvStorage::Precision kv = CpuKvStorage::Precision::kF32, int num_host_kv_pages = 0);
 
   const ModelConfig& config() const override { return config_; }
   const char* device_name() const override { return "cpu"; }
   int num_kv_pages() const override { return kv_.num_pages(); }
+  int num_host_kv_pages() const override { return host_kv_ ? host_kv_->num_pages() : 0; }
   // With several ranks, msa_trace holds the selections of this rank's KV groups only.
   ForwardOutput forward(const ForwardBatch& batch, const ForwardOptions& options = {}) override;
   MemoryUse memory_use() const override { return {w_.bytes, kv_.bytes()}; }
@@ -80,6 +81,7 @@ class CpuModel : public ModelBackend {
   std::shared_ptr<dist::Communicator> comm_;
   CpuWeights w_;
   CpuKvStorage kv_;
+  std::unique_ptr<CpuKvStorage> host_kv_;  // the prefix cache's host tier (a plain copy on this backend)
   Rope rope_;
 };
 

@@ -139,6 +139,7 @@ void enqueue_step(CudaModel::Impl& m, const ModelConfig& c, const StepArgs& a, c
       prep.seg[3] = {col, Hi, Di, L.iq_norm, iq, nullptr};
       prep.seg[4] = {col + Hi * Di, 1, Di, L.ik_norm, nullptr, L.idx_cache};
     }
+    m.wait_page_copies(l);  // this layer's host tier copies land before its pages are written or read
     cuda::prepare_heads(proj, L.n_in, prep, m.inv_freq, meta, T, c.rotary_dim, c.rms_norm_eps, P, s);
     if (c.sparse_attention[l]) {
       float* scores = m.buf<float>("msa.scores", size_t(T) * Hi * a.score_stride);
@@ -295,6 +296,7 @@ CudaModel::CudaModel(ModelConfig config, const Checkpoint* ckpt, const CudaModel
              "), KV pool from ", m.opt.gpu_memory_utilization, " x ", total_mem / 1e9, " GB");
   }
   m.allocate_kv(num_pages_ + 1);
+  m.allocate_host_tier(options.num_host_kv_pages);
   const int64_t tokens = int64_t(num_pages_) * P;
   log_info("cuda: KV pool ", num_pages_, " pages x ", P, " tokens = ", tokens, " tokens (",
            m.opt.kv_fp8 ? "FP8" : "bf16", " K/V, ", double(page_bytes) * num_pages_ / 1e9,
@@ -303,6 +305,10 @@ CudaModel::CudaModel(ModelConfig config, const Checkpoint* ckpt, const CudaModel
 }
 
 CudaModel::~CudaModel() = default;
+
+int CudaModel::num_host_kv_pages() const {
+  return impl_->host.slots;
+}
 
 MemoryUse CudaModel::memory_use() const {
   return {impl_->weight_bytes, impl_->kv_bytes_per_page() * size_t(num_pages_ + 1)};
@@ -346,8 +352,9 @@ ForwardOutput CudaModel::run(const ForwardBatch& batch, const ForwardOptions& op
     if (id < 0 || id >= c.vocab_size)
       fail(ErrorKind::kInvalidArgument, "token id " + std::to_string(id) + " out of range");
   const bool tracing = options.trace_hidden || options.trace_msa || options.trace_moe;
-  decode =
-      decode && T == S && !tracing && m.opt.cuda_graphs && T <= std::min(m.opt.max_num_seqs, kGemvMaxTokens);
+  decode = decode && T == S && !tracing && m.opt.cuda_graphs &&
+           T <= std::min(m.opt.max_num_seqs, kGemvMaxTokens) &&
+           batch.page_copies.empty();  // a step with host tier copies runs eagerly (it waits on their events)
 
   StepArgs a;
   std::vector<int32_t> ids(batch.token_ids);
@@ -390,6 +397,7 @@ ForwardOutput CudaModel::run(const ForwardBatch& batch, const ForwardOptions& op
   a.tiles = {reinterpret_cast<const cuda::AttentionTile*>(m.to_device("meta.tiles", tiles)),
              int(plan.tiles.size()), plan.max_tokens};
 
+  m.enqueue_page_copies(batch.page_copies, num_pages_);
   ForwardOutput out;
   if (!decode) {
     enqueue_step(m, c, a, options, out);

@@ -22,6 +22,7 @@ namespace m3 {
 
 struct CudaModelOptions {
   int num_kv_pages = 0;                 // <= 0: size the pool from free memory x gpu_memory_utilization
+  int num_host_kv_pages = 0;            // the prefix cache's host tier, in pinned host memory (0: none)
   double gpu_memory_utilization = 0.9;  // share of the device's memory this process may use
   int max_num_batched_tokens = 8192;    // largest step (prefill chunk) the engine schedules: profiled
   int max_num_seqs = 256;               // largest decode batch: the top CUDA-graph bucket
@@ -52,6 +53,7 @@ class CudaModel : public ModelBackend {
   const ModelConfig& config() const override { return config_; }
   const char* device_name() const override { return "cuda"; }
   int num_kv_pages() const override { return num_pages_; }
+  int num_host_kv_pages() const override;
   bool samples_on_device() const override { return true; }
   MemoryUse memory_use() const override;
   ForwardOutput forward(const ForwardBatch& batch, const ForwardOptions& options = {}) override;

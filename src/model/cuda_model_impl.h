@@ -151,6 +151,28 @@ struct CudaModel::Impl {
   size_t kv_bytes_per_page() const;
   void allocate_kv(int pages);  // callers add one page: it takes the KV writes of CUDA-graph padding rows
   void free_kv();
+  // Each page array of layer l (K and V, or their FP8 bytes and scales, and the index keys): its base and the
+  // bytes one page takes in it.
+  std::vector<std::pair<char*, size_t>> kv_arrays(int l) const;
+
+  // cuda_host_tier.cc: the prefix cache's host tier, a pinned, mapped host copy of kv_arrays per slot. Copies
+  // run on their own stream, one launch per layer; layer l of the next enqueue_step waits for its own.
+  struct HostTier {
+    int slots = 0;
+    std::vector<std::vector<char*>> arrays;  // [layer][array], as kv_arrays
+    std::vector<void*> owned;
+    cudaStream_t stream = nullptr;
+    cudaEvent_t start = nullptr;
+    std::vector<cudaEvent_t> layer_done;
+    bool pending = false;  // layer_done holds copies the next step must wait for
+  } host;
+  void allocate_host_tier(int slots);
+  void free_host_tier();
+  void enqueue_page_copies(const std::vector<KvPageCopy>& copies, int num_pages);
+  // Before layer l touches its KV pages: waits for that layer's copies, if any.
+  void wait_page_copies(int l) {
+    if (host.pending) M3_CUDA_CHECK(cudaStreamWaitEvent(stream, host.layer_done[size_t(l)], 0));
+  }
 
   // cuda_ffn.cc: x bf16 [T, H] (x32: the same rows in fp32, for the router) -> out fp32 [T, H].
   void mlp(const bf16* x, int T, const Weight& w13, const Weight& w2, int inter, float* out, const char* tag);

@@ -244,6 +244,7 @@ void upload_weights(const ModelConfig& c, const Checkpoint& ckpt, const std::vec
 }  // namespace
 
 CudaModel::Impl::~Impl() {
+  free_host_tier();
   free_kv();
   for (void* p : owned) cudaFree(p);
   for (auto& [n, b] : scratch) cudaFree(b.first);

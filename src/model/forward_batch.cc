@@ -67,6 +67,7 @@ std::string encode_forward_call(const ForwardBatch& b, const ForwardOptions& o) 
   w.put<uint8_t>(o.trace_hidden);
   w.put<uint8_t>(o.trace_msa);
   w.put<uint8_t>(o.trace_moe);
+  w.put_array(std::span<const KvPageCopy>(b.page_copies));
   w.put_array(std::span<const int32_t>(b.token_ids));
   w.put<uint64_t>(b.seqs.size());
   for (const SeqChunk& s : b.seqs) {
@@ -84,6 +85,7 @@ ForwardCall decode_forward_call(const std::string& bytes) {
   c.options.trace_hidden = r.get<uint8_t>();
   c.options.trace_msa = r.get<uint8_t>();
   c.options.trace_moe = r.get<uint8_t>();
+  c.batch.page_copies = r.get_array<KvPageCopy>();
   c.batch.token_ids = r.get_array<int32_t>();
   const uint64_t n = r.get<uint64_t>();
   if (n > bytes.size()) fail(ErrorKind::kInternal, "forward call: too many chunks");

@@ -21,7 +21,17 @@ struct SeqChunk {
   int64_t seq_id = 0;                    // the engine's id of the sequence (stable across preemption)
 };
 
+// A copy of one KV page (K, V and index keys of every layer) between the device pool and the prefix cache's
+// host tier (kv/host_tier.h).
+struct KvPageCopy {
+  int32_t page = 0;       // device pool page id
+  int32_t host_slot = 0;  // host tier slot id
+  int32_t to_host = 0;    // 1: page -> slot (spill); 0: slot -> page (restore)
+};
+
 struct ForwardBatch {
+  // Run first, in order: the host tier copies the scheduler queued since the last forward pass.
+  std::vector<KvPageCopy> page_copies;
   std::vector<int32_t> token_ids;
   std::vector<SeqChunk> seqs;
   // Optional, only for backends that sample on their device (ModelBackend::samples_on_device): one row per

@@ -15,6 +15,7 @@ namespace {
 std::string encode_options(const BackendOptions& o) {
   return nlohmann::json{{"device", o.device},
                         {"num_kv_pages", o.num_kv_pages},
+                        {"num_host_kv_pages", o.num_host_kv_pages},
                         {"gpu_memory_utilization", o.gpu_memory_utilization},
                         {"max_num_batched_tokens", o.max_num_batched_tokens},
                         {"max_num_seqs", o.max_num_seqs},
@@ -31,6 +32,7 @@ BackendOptions decode_options(const std::string& bytes, std::shared_ptr<dist::Co
   BackendOptions o;
   o.device = j.at("device");
   o.num_kv_pages = j.at("num_kv_pages");
+  o.num_host_kv_pages = j.at("num_host_kv_pages");
   o.gpu_memory_utilization = j.at("gpu_memory_utilization");
   o.max_num_batched_tokens = j.at("max_num_batched_tokens");
   o.max_num_seqs = j.at("max_num_seqs");
@@ -95,7 +97,8 @@ class RankedBackend final : public ModelBackend {
   }
   const ModelConfig& config() const override { return shard_->config(); }
   const char* device_name() const override { return shard_->device_name(); }
-  int num_kv_pages() const override { return pages_; }  // what every rank holds
+  int num_kv_pages() const override { return pages_; }                            // what every rank holds
+  int num_host_kv_pages() const override { return shard_->num_host_kv_pages(); }  // the same on every rank
   bool samples_on_device() const override { return shard_->samples_on_device(); }
   MemoryUse memory_use() const override { return shard_->memory_use(); }
   ForwardOutput forward(const ForwardBatch& batch, const ForwardOptions& options) override {

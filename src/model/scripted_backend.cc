@@ -18,10 +18,11 @@ constexpr float kOff = -1e9f;
 }  // namespace
 
 ScriptedBackend::ScriptedBackend(const std::string& model_dir, const std::string& script_path,
-                                 int num_kv_pages)
+                                 int num_kv_pages, int num_host_kv_pages)
     : config_(load_model_config(model_dir)),
       tokenizer_(Tokenizer::load(model_dir)),
-      num_kv_pages_(num_kv_pages) {
+      num_kv_pages_(num_kv_pages),
+      num_host_kv_pages_(num_host_kv_pages) {
   if (config_.eos_token_ids.empty())
     fail(ErrorKind::kCorruptData, model_dir + "/config.json: the scripted backend needs eos_token_id");
   eos_ = config_.eos_token_ids[0];
@@ -57,6 +58,15 @@ const std::vector<int32_t>& ScriptedBackend::output_for(const std::vector<int32_
 }
 
 ForwardOutput ScriptedBackend::forward(const ForwardBatch& batch, const ForwardOptions&) {
+  for (const KvPageCopy& cp : batch.page_copies) {  // the host tier: slots hold token slots too
+    M3_CHECK(
+        cp.page >= 0 && cp.page < num_kv_pages_ && cp.host_slot >= 0 && cp.host_slot < num_host_kv_pages_,
+        "a page copy names an invalid page or host slot");
+    if (cp.to_host)
+      host_pages_[cp.host_slot] = pages_[cp.page];
+    else
+      pages_[cp.page] = host_pages_[cp.host_slot];
+  }
   ForwardOutput out;
   out.vocab = config_.vocab_size;
   size_t rows = 0;

@@ -21,11 +21,13 @@ struct ScriptRule {
 class ScriptedBackend : public ModelBackend {
  public:
   // Reads MODEL_DIR/config.json, MODEL_DIR/tokenizer.json and the script; errors name the file and rule.
-  ScriptedBackend(const std::string& model_dir, const std::string& script_path, int num_kv_pages);
+  ScriptedBackend(const std::string& model_dir, const std::string& script_path, int num_kv_pages,
+                  int num_host_kv_pages = 0);
 
   const ModelConfig& config() const override { return config_; }
   const char* device_name() const override { return "scripted"; }
   int num_kv_pages() const override { return num_kv_pages_; }
+  int num_host_kv_pages() const override { return num_host_kv_pages_; }
   // Logits rows are 0 for the scripted next token and -1e9 elsewhere; no KV is stored.
   ForwardOutput forward(const ForwardBatch& batch, const ForwardOptions& options = {}) override;
 
@@ -42,11 +44,12 @@ class ScriptedBackend : public ModelBackend {
   ModelConfig config_;
   Tokenizer tokenizer_;
   std::vector<ScriptRule> rules_;
-  int num_kv_pages_ = 0;
+  int num_kv_pages_ = 0, num_host_kv_pages_ = 0;
   int32_t eos_ = 0;
-  static constexpr size_t kMaxSequences = 4096;    // states kept (by id; the engine never reuses one)
-  std::map<int32_t, std::vector<int32_t>> pages_;  // page -> the token in each slot (-1: never written)
-  std::map<int64_t, SeqState> seqs_;               // by ForwardBatch seq_id
+  static constexpr size_t kMaxSequences = 4096;         // states kept (by id; the engine never reuses one)
+  std::map<int32_t, std::vector<int32_t>> pages_;       // page -> the token in each slot (-1: never written)
+  std::map<int32_t, std::vector<int32_t>> host_pages_;  // host tier slot -> the same
+  std::map<int64_t, SeqState> seqs_;                    // by ForwardBatch seq_id
 };
 
 }  // namespace m3

@@ -17,11 +17,12 @@ namespace {
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-// Anthropic's usage: input_tokens are the prompt tokens not read from the cache, cache_read_input_tokens the
-// ones that were (prefix caching); nothing is billed as a cache write.
+// Anthropic's usage: cache_read_input_tokens are the prompt tokens read from the prefix cache,
+// cache_creation_input_tokens the ones this request wrote to it and had kept (cache_control), input_tokens
+// the rest.
 json usage_of(int prompt_tokens, const Usage& u) {
-  return {{"input_tokens", prompt_tokens - u.cached_tokens},
-          {"cache_creation_input_tokens", 0},
+  return {{"input_tokens", prompt_tokens - u.cached_tokens - u.cache_written_tokens},
+          {"cache_creation_input_tokens", u.cache_written_tokens},
           {"cache_read_input_tokens", u.cached_tokens},
           {"output_tokens", u.completion_tokens}};
 }
@@ -71,6 +72,7 @@ void messages(ApiServer& server, const http::Request& req, Reply& res) {
                ", decrease input length or `max_tokens` and try again",
            "max_tokens");
   spec.request.max_tokens = static_cast<int>(*max_tokens);
+  spec.request.cache_keep_seconds = conv.cache_ttl_seconds;
   if (conv.thinking_budget)
     spec.request.thinking_budget = thinking_budget(ctx.tokenizer, *conv.thinking_budget, prompt.thinking);
   SamplingParams& s = spec.request.sampling;

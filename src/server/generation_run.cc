@@ -94,6 +94,7 @@ bool GenerationRun::pump() {
     while (!s.done && s.stream->next(&ev, milliseconds(0))) {
       if (ev.token >= 0) {
         s.cached_tokens = ev.cached_tokens;
+        s.cache_written_tokens = ev.cache_written_tokens;
         const auto now = steady_clock::now();
         if (!first_token_seen_)
           server_.metrics().first_token(duration<double>(now - start_).count());
@@ -153,6 +154,7 @@ Usage GenerationRun::usage() const {
     u.completion_tokens += s.proc->num_tokens();
     u.reasoning_tokens += s.proc->reasoning_tokens();
     u.cached_tokens = std::max(u.cached_tokens, s.cached_tokens);  // the choices share one prompt
+    u.cache_written_tokens = std::max(u.cache_written_tokens, s.cache_written_tokens);
   }
   return u;
 }

@@ -26,7 +26,8 @@ struct GenerationSpec {
 
 struct Usage {
   int prompt_tokens = 0, completion_tokens = 0, reasoning_tokens = 0;
-  int cached_tokens = 0;  // prompt tokens served from the prefix cache
+  int cached_tokens = 0;         // prompt tokens served from the prefix cache
+  int cache_written_tokens = 0;  // prompt tokens written to the cache and kept at the client's request
 };
 
 class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
@@ -49,7 +50,7 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
     std::shared_ptr<RequestStream> stream;
     std::unique_ptr<OutputProcessor> proc;
     bool done = false;
-    int cached_tokens = 0;
+    int cached_tokens = 0, cache_written_tokens = 0;
   };
   void schedule();  // a drain on a worker, unless one is pending (then it runs again)
   void drain();

@@ -97,6 +97,10 @@ std::string Metrics::render(const EngineStats& e) const {
   counter("vllm:num_preemptions_total", static_cast<double>(e.preemptions));
   counter("vllm:prefix_cache_queries_total", static_cast<double>(e.prefix_cache_queries));
   counter("vllm:prefix_cache_hits_total", static_cast<double>(e.prefix_cache_hits));
+  if (e.host_pages_total > 0) {  // the host tier: hits restored from it (a share of the hits above), its use
+    counter("m3:kv_host_tier_hits_total", static_cast<double>(e.prefix_cache_host_hits));
+    gauge("m3:kv_host_tier_usage_perc", static_cast<double>(e.host_pages_used) / e.host_pages_total);
+  }
   counter("vllm:prompt_tokens_total", static_cast<double>(prompt_tokens_));
   counter("vllm:generation_tokens_total", static_cast<double>(generation_tokens_));
   out += "# TYPE vllm:request_success_total counter\n";

@@ -404,5 +404,38 @@ TEST(Engine, PrefixCachingUnderAbortAndPreemptionLeaksNoPages) {
   }
 }
 
+// The host tier: a conversation pushed out of a small pool by other traffic comes back by copies from host
+// memory, bit-identical to computing it cold, and every page and slot is accounted for afterwards.
+TEST(Engine, PagesRestoredFromTheHostTierGiveTheColdResult) {
+  auto golden = load_golden("m3-tiny-msa");  // page size 8
+  EngineOptions o;
+  o.max_num_batched_tokens = 64;
+  Engine e(load_fixture("m3-tiny-msa", 20, "", "auto", /*num_host_kv_pages=*/64), o);
+  auto run = [&](const std::vector<int32_t>& prompt, int n, uint64_t salt = 0) {
+    Request r = greedy(prompt, n);
+    r.sampling.logprobs = 0;
+    r.cache_salt = salt;
+    e.add(r);
+    std::vector<TokenEvent> out;
+    while (e.has_work())
+      for (TokenEvent& ev : e.step()) out.push_back(std::move(ev));
+    return out;
+  };
+  const std::vector<int32_t>& conversation = golden[5].prompt;  // 121 tokens: 15 full pages
+  const std::vector<TokenEvent> cold = run(conversation, 6);
+  for (uint64_t salt : {1, 3})
+    run(golden[4].prompt, 4, salt);  // other traffic (9 pages each) turns the pool over
+  ASSERT_GT(e.stats().host_pages_used, 0);
+  const std::vector<TokenEvent> warm = run(conversation, 6);
+  ASSERT_EQ(warm.size(), cold.size());
+  EXPECT_EQ(warm[0].cached_tokens, 120);
+  EXPECT_GT(e.stats().prefix_cache_host_hits, 0) << "some of the 120 came back from the host";
+  for (size_t i = 0; i < cold.size(); ++i) {
+    EXPECT_EQ(warm[i].token, cold[i].token) << i;
+    EXPECT_EQ(warm[i].logprobs->logprob, cold[i].logprobs->logprob) << i;
+  }
+  EXPECT_EQ(e.stats().kv_pages_free, e.stats().kv_pages_total);
+}
+
 }  // namespace
 }  // namespace m3::testing

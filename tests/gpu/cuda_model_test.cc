@@ -169,13 +169,6 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGolden, ::testing::ValuesIn(kFixtureNames
   return n;
 });
 
-std::vector<int32_t> random_prompt(int n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> p(n);
-  for (auto& t : p) t = int32_t(rng() % vocab);
-  return p;
-}
-
 using Work = std::vector<std::pair<int, std::vector<int32_t>>>;
 
 // Ragged batch, chunked prefill across page boundaries, then decode: seven prompts (1..150 tokens) in three

@@ -10,13 +10,6 @@
 namespace m3::testing {
 namespace {
 
-std::vector<int32_t> random_prompt(int n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> p(n);
-  for (int32_t& t : p) t = static_cast<int32_t>(rng() % vocab);
-  return p;
-}
-
 // Runs `prompt` split into `chunks` and returns the last logits and the concatenated MSA trace.
 std::pair<std::vector<float>, std::vector<std::vector<BlockSelection>>> run_chunked(
     ModelBackend& model, const std::vector<int32_t>& prompt, const std::vector<int>& chunks) {

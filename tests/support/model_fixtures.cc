@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <random>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -34,14 +35,22 @@ std::vector<GoldenPrompt> load_golden(const std::string& name) {
 }
 
 std::unique_ptr<ModelBackend> load_fixture(const std::string& name, int num_pages,
-                                           const std::string& quantization,
-                                           const std::string& kv_cache_dtype) {
+                                           const std::string& quantization, const std::string& kv_cache_dtype,
+                                           int num_host_kv_pages) {
   BackendOptions o;
   o.device = "cpu";
   o.num_kv_pages = num_pages;
   o.quantization = quantization;
   o.kv_cache_dtype = kv_cache_dtype;
+  o.num_host_kv_pages = num_host_kv_pages;
   return load_backend(fixture_model_dir(name), o);
+}
+
+std::vector<int32_t> random_prompt(int n, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> p(size_t(std::max(n, 0)));
+  for (int32_t& t : p) t = static_cast<int32_t>(rng() % uint32_t(vocab));
+  return p;
 }
 
 double rel_error(const std::vector<float>& a, const std::vector<float>& b) {

@@ -38,7 +38,11 @@ std::vector<GoldenPrompt> load_golden(const std::string& name);
 // cache).
 std::unique_ptr<ModelBackend> load_fixture(const std::string& name, int num_pages = 256,
                                            const std::string& quantization = "",
-                                           const std::string& kv_cache_dtype = "auto");
+                                           const std::string& kv_cache_dtype = "auto",
+                                           int num_host_kv_pages = 0);
+
+// n token ids drawn uniformly from the vocabulary (mt19937 seeded with `seed`).
+std::vector<int32_t> random_prompt(int n, int vocab, uint32_t seed);
 
 // ||a - b|| / ||b||
 double rel_error(const std::vector<float>& a, const std::vector<float>& b);

@@ -1,6 +1,8 @@
 // Block-by-block conversion; every error names the message / block / field it is about.
 #include "chat/api/anthropic_request.h"
 
+#include <algorithm>
+#include <functional>
 #include <set>
 
 #include "common/error.h"
@@ -195,6 +197,45 @@ void convert_thinking(const ordered_json& body, AnthropicChat& c) {
   c.thinking_budget = static_cast<int>(t["budget_tokens"].get<int64_t>());
 }
 
+// Seconds a cache_control marker asks its prefix to be kept: {type: ephemeral, ttl: 5m (default) | 1h}.
+double cache_control_ttl(const ordered_json& cc, const std::string& where) {
+  if (!cc.is_object() || cc.value("type", "") != "ephemeral")
+    fail_field(where + ".cache_control must be {\"type\": \"ephemeral\"} (with an optional ttl)",
+               "cache_control");
+  if (!cc.contains("ttl") || cc["ttl"].is_null()) return 300;
+  if (cc["ttl"] == "5m") return 300;
+  if (cc["ttl"] == "1h") return 3600;
+  fail_field(where + ".cache_control.ttl must be 5m or 1h", "cache_control");
+}
+
+// The longest retention any cache_control marker of the request asks for (0: none): on the request, its
+// system and tool blocks, and the content blocks of its messages (tool results' included).
+double retention_seconds(const ordered_json& body) {
+  double ttl = 0;
+  auto visit = [&](const ordered_json& block, const std::string& where) {
+    if (block.is_object() && block.contains("cache_control") && !block["cache_control"].is_null())
+      ttl = std::max(ttl, cache_control_ttl(block["cache_control"], where));
+  };
+  std::function<void(const ordered_json&, const std::string&)> visit_blocks = [&](const ordered_json& blocks,
+                                                                                  const std::string& where) {
+    if (!blocks.is_array()) return;
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const std::string w = where + "[" + std::to_string(i) + "]";
+      visit(blocks[i], w);
+      if (blocks[i].is_object() && blocks[i].contains("content"))
+        visit_blocks(blocks[i]["content"], w + ".content");
+    }
+  };
+  visit(body, "request");
+  if (body.contains("system")) visit_blocks(body["system"], "system");
+  if (body.contains("tools")) visit_blocks(body["tools"], "tools");
+  if (body.contains("messages") && body["messages"].is_array())
+    for (size_t i = 0; i < body["messages"].size(); ++i)
+      if (body["messages"][i].is_object() && body["messages"][i].contains("content"))
+        visit_blocks(body["messages"][i]["content"], "messages[" + std::to_string(i) + "].content");
+  return ttl;
+}
+
 }  // namespace
 
 AnthropicChat convert_anthropic_request(const ordered_json& body) {
@@ -206,6 +247,7 @@ AnthropicChat convert_anthropic_request(const ordered_json& body) {
   convert_messages(body, c);
   convert_tools(body, c);
   convert_thinking(body, c);
+  c.cache_ttl_seconds = retention_seconds(body);
   return c;
 }
 

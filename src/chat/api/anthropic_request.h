@@ -17,7 +17,9 @@ struct AnthropicChat {
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   nlohmann::ordered_json tools;  // OpenAI-shaped, null when none (or narrowed to the one tool_choice names)
   nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs + thinking_mode
-  std::string tool_choice = "auto";                                  // auto | any | tool | none
+  // The longest cache_control ttl of the request, in seconds (5m: 300, 1h: 3600); 0 when nothing is marked.
+  double cache_ttl_seconds = 0;
+  std::string tool_choice = "auto";    // auto | any | tool | none
   std::optional<int> thinking_budget;  // thinking.budget_tokens when thinking is enabled
 };
 

@@ -11,7 +11,8 @@ import { SCRIPT } from './lib/script.mjs';
 let server, client;
 
 before(async () => {
-  server = await startServer({ script: SCRIPT, args: ['--max-model-len', '4096'] });
+  // A host tier too (--kv-offloading-size): the scripted backend keeps its pages' tokens there.
+  server = await startServer({ script: SCRIPT, args: ['--max-model-len', '4096', '--kv-offloading-size', '0.01'] });
   client = server.anthropic();
 });
 after(async () => {
@@ -241,6 +242,33 @@ describe('tools', () => {
     assert.equal(again.usage.input_tokens + again.usage.cache_read_input_tokens,
                  first.usage.input_tokens + first.usage.cache_read_input_tokens);
     assert.deepEqual(again.content, first.content);
+  });
+
+  it('cache_control keeps the marked prompt and reports it: cache_creation_input_tokens, then reads', async () => {
+    const body = {
+      model: MODEL_NAME, max_tokens: 20,
+      system: [{ type: 'text', text: 'keep me '.repeat(200), cache_control: { type: 'ephemeral', ttl: '1h' } }],
+      messages: user('a question after a long, marked system prompt'),
+    };
+    const count = await client.messages.countTokens({ model: MODEL_NAME, system: body.system,
+                                                      messages: body.messages });
+    const first = await client.messages.create(body);
+    const u1 = first.usage;
+    assert.ok(u1.cache_creation_input_tokens >= 256, JSON.stringify(u1));
+    assert.equal(u1.input_tokens + u1.cache_read_input_tokens + u1.cache_creation_input_tokens, count.input_tokens);
+    const again = await client.messages.create(body);
+    const u2 = again.usage;
+    assert.equal(u2.cache_creation_input_tokens, 0, JSON.stringify(u2));
+    assert.ok(u2.cache_read_input_tokens >= u1.cache_read_input_tokens + u1.cache_creation_input_tokens,
+              JSON.stringify([u1, u2]));
+    assert.equal(u2.input_tokens + u2.cache_read_input_tokens, count.input_tokens);
+    for (const cache_control of [{ type: 'forever' }, { type: 'ephemeral', ttl: '2h' }, 'ephemeral']) {
+      const r = await postJSON(server, '/v1/messages', {
+        model: MODEL_NAME, max_tokens: 20, messages: [{ role: 'user', content: [{ type: 'text', text: 'x', cache_control }] }],
+      });
+      expectAnthropicError(assert, r, 400, 'invalid_request_error');
+      assert.match(r.json.error.message, /cache_control/);
+    }
   });
 
   it('count_tokens counts the tools', async () => {
