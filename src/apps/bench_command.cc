@@ -1,6 +1,7 @@
 // Flag spellings and defaults are vLLM's (`vllm bench serve`), plus the short forms its docs use through
-// argparse prefix matching (--random-input, --random-output, --num-prompt). Repeating a flag keeps the last
-// value, as argparse does. Values are checked by bench::run_serve_benchmark, which names the flag.
+// argparse prefix matching (--random-input, --random-output, --num-prompt), and the --agent-* flags of
+// m3serve's own agent workload. Repeating a flag keeps the last value, as argparse does. Values are checked
+// by bench::run_serve_benchmark, which names the flag.
 #include "apps/bench_command.h"
 
 #include <unistd.h>
@@ -18,17 +19,21 @@ struct BenchServeArgs {
   bench::ServeBenchOptions o;
   std::string label;
   int max_concurrency = 0;
+  int output_len = 0;
   double top_p = 0, min_p = 0, frequency_penalty = 0, presence_penalty = 0, repetition_penalty = 0;
   int top_k = 0, logprobs = 0;
   double temperature = 0.0;
-  CLI::Option *label_opt = nullptr, *max_concurrency_opt = nullptr, *top_p_opt = nullptr,
-              *min_p_opt = nullptr, *frequency_penalty_opt = nullptr, *presence_penalty_opt = nullptr,
-              *repetition_penalty_opt = nullptr, *top_k_opt = nullptr, *logprobs_opt = nullptr;
+  CLI::Option *label_opt = nullptr, *max_concurrency_opt = nullptr, *output_len_opt = nullptr,
+              *top_p_opt = nullptr, *min_p_opt = nullptr, *frequency_penalty_opt = nullptr,
+              *presence_penalty_opt = nullptr, *repetition_penalty_opt = nullptr, *top_k_opt = nullptr,
+              *logprobs_opt = nullptr;
 
   bench::ServeBenchOptions resolve() const {
     bench::ServeBenchOptions r = o;
     if (label_opt->count()) r.label = label;
     if (max_concurrency_opt->count()) r.max_concurrency = max_concurrency;
+    if (output_len_opt->count())  // vLLM: the general --output-len overrides every dataset's
+      r.random.output_len = r.prefix_repetition.output_len = r.agent.output_len = output_len;
     r.temperature = temperature;
     if (top_p_opt->count()) r.top_p = top_p;
     if (min_p_opt->count()) r.min_p = min_p;
@@ -89,8 +94,9 @@ void register_bench_serve_command(CLI::App& bench, int& exit_code) {
   bench::ServeBenchOptions& o = a->o;
   CLI::App* cmd = bench.add_subcommand(
       "serve",
-      "Benchmark an OpenAI-compatible server as `vllm bench serve` does: random prompts, streaming requests, "
-      "TTFT / TPOT / ITL / E2EL and throughput in vLLM's report and --save-result JSON");
+      "Benchmark an OpenAI-compatible server as `vllm bench serve` does: random or prefix_repetition prompts "
+      "(or m3serve's multi-turn agent workload), streaming requests, TTFT / TPOT / ITL / E2EL and throughput "
+      "in vLLM's report and --save-result JSON");
   cmd->option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   auto list = [](CLI::Option* opt) { opt->multi_option_policy(CLI::MultiOptionPolicy::TakeAll); };
   auto unset = [](CLI::Option* opt) { return opt->default_str(""); };  // not given: nothing is sent
@@ -118,17 +124,46 @@ void register_bench_serve_command(CLI::App& bench, int& exit_code) {
   a->label_opt =
       unset(cmd->add_option("--label", a->label, "Result label and file-name prefix (default: --backend)"));
 
-  cmd->add_option("--dataset-name", o.dataset_name, "Only random is supported");
-  cmd->add_option("--dataset-path", o.dataset_path, "Not used by the random dataset");
-  cmd->add_option("--num-prompts,--num-prompt", o.random.num_prompts, "Number of requests");
+  cmd->add_option(
+      "--dataset-name", o.dataset_name,
+      "random | prefix_repetition (vLLM's: --prefix-repetition-* prefixes, each shared by its share of "
+      "--num-prompts requests) | agent (m3serve's: --agent-conversations multi-turn conversations sharing "
+      "one --agent-system-len system prompt; turn t+1 is sent once turn t completed, its prompt turn t's "
+      "prompt + output + --agent-turn-len new user tokens (chat backends: the growing message list); "
+      "--request-rate paces conversation starts; ignore_eos is sent; a per-turn TTFT / cached-tokens table "
+      "follows the report and is saved as per_turn)");
+  cmd->add_option("--dataset-path", o.dataset_path, "Not used: every dataset is synthetic");
+  cmd->add_option("--num-prompts,--num-prompt", o.random.num_prompts,
+                  "Number of requests (random, prefix_repetition)");
   cmd->add_option("--random-input-len,--random-input,--input-len", o.random.input_len,
                   "Input tokens per request (after the prefix)");
-  cmd->add_option("--random-output-len,--random-output,--output-len", o.random.output_len,
+  cmd->add_option("--random-output-len,--random-output", o.random.output_len,
                   "Output tokens per request (max_tokens)");
+  a->output_len_opt = unset(cmd->add_option("--output-len", a->output_len,
+                                            "Output tokens per request of any dataset (overrides "
+                                            "--random-output-len, --prefix-repetition-output-len and "
+                                            "--agent-output-len)"));
   cmd->add_option("--random-prefix-len,--random-prefix", o.random.prefix_len,
                   "Tokens of a random prefix shared by every prompt");
   cmd->add_option("--random-range-ratio", o.random.range_ratio,
                   "Lengths are drawn from [len * (1 - r), len * (1 + r)], r in [0, 1)");
+  cmd->add_option("--prefix-repetition-prefix-len", o.prefix_repetition.prefix_len,
+                  "prefix_repetition: tokens of each shared prefix");
+  cmd->add_option("--prefix-repetition-suffix-len", o.prefix_repetition.suffix_len,
+                  "prefix_repetition: tokens of random suffix after the prefix, per request");
+  cmd->add_option("--prefix-repetition-num-prefixes", o.prefix_repetition.num_prefixes,
+                  "prefix_repetition: number of distinct prefixes (at most --num-prompts)");
+  cmd->add_option("--prefix-repetition-output-len", o.prefix_repetition.output_len,
+                  "prefix_repetition: output tokens per request (max_tokens)");
+  cmd->add_option("--agent-conversations", o.agent.conversations,
+                  "agent: concurrent conversations (requests in flight are still bounded by "
+                  "--max-concurrency)");
+  cmd->add_option("--agent-turns", o.agent.turns, "agent: turns per conversation");
+  cmd->add_option("--agent-system-len", o.agent.system_len,
+                  "agent: tokens of the system prompt every conversation shares (an agent's instructions + "
+                  "tools)");
+  cmd->add_option("--agent-turn-len", o.agent.turn_len, "agent: tokens of new user text per turn");
+  cmd->add_option("--agent-output-len", o.agent.output_len, "agent: output tokens per turn (max_tokens)");
   cmd->add_option("--seed", o.random.seed, "Seed of the dataset and the arrival times");
 
   cmd->add_option("--request-rate", o.request_rate,
@@ -137,9 +172,10 @@ void register_bench_serve_command(CLI::App& bench, int& exit_code) {
                   "Gamma shape of the arrival gaps: 1 is Poisson, < 1 burstier, > 1 more uniform");
   a->max_concurrency_opt = unset(cmd->add_option("--max-concurrency", a->max_concurrency,
                                                  "Most requests in flight (default: no limit)"));
-  cmd->add_flag("--ignore-eos", o.ignore_eos,
-                "Send ignore_eos (always on for the random dataset, as in vLLM; --extra-body "
-                "'{\"ignore_eos\": false}' turns it off)");
+  cmd->add_flag(
+      "--ignore-eos", o.ignore_eos,
+      "Send ignore_eos (always on for the random dataset, as in vLLM, and the agent one; --extra-body "
+      "'{\"ignore_eos\": false}' turns it off)");
   cmd->add_option("--temperature", a->temperature, "Sampling temperature (0: greedy)");
   a->top_p_opt = unset(cmd->add_option("--top-p", a->top_p, "top_p (default: not sent)"));
   a->top_k_opt = unset(cmd->add_option("--top-k", a->top_k, "top_k (default: not sent)"));

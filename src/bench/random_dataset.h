@@ -5,9 +5,9 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
+#include "bench/sample_request.h"
 #include "tokenizer/tokenizer.h"
 
 namespace m3::bench {
@@ -19,13 +19,6 @@ struct RandomDatasetOptions {
   int prefix_len = 0;        // tokens of the shared prefix
   double range_ratio = 0.0;  // lengths are drawn from [len * (1 - r), len * (1 + r)], r in [0, 1)
   uint64_t seed = 0;
-};
-
-// One benchmark request.
-struct SampleRequest {
-  std::string prompt;           // the text sent to the server
-  int prompt_len = 0;           // tokens of `prompt` under the benchmark tokenizer
-  int expected_output_len = 0;  // max_tokens / max_completion_tokens
 };
 
 // Inclusive integer bounds of a drawn length.

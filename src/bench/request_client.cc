@@ -75,9 +75,16 @@ json build_payload(const Endpoint& ep, const SampleRequest& req) {
          {"stream", true},
          {"stream_options", {{"include_usage", true}}}};
   } else {
-    const json content = json::array({{{"type", "text"}, {"text", req.prompt}}});
+    auto text_part = [](const std::string& text) {
+      return json::array({{{"type", "text"}, {"text", text}}});
+    };
+    json messages = json::array();
+    if (req.messages.empty()) messages.push_back({{"role", "user"}, {"content", text_part(req.prompt)}});
+    for (const ChatMessage& m : req.messages)
+      messages.push_back(
+          {{"role", m.role}, {"content", m.role == "user" ? text_part(m.content) : json(m.content)}});
     p = {{"model", ep.model},
-         {"messages", json::array({{{"role", "user"}, {"content", content}}})},
+         {"messages", std::move(messages)},
          {"max_completion_tokens", req.expected_output_len},
          {"stream", true},
          {"stream_options", {{"include_usage", true}}}};
@@ -182,6 +189,11 @@ bool StreamTimeline::on_payload(const std::string& payload, double now) {
       out_.output_tokens = completion->get<int>();
     const auto prompt = usage->find("prompt_tokens");
     if (prompt != usage->end() && prompt->is_number_integer()) out_.prompt_len = prompt->get<int>();
+    const auto details = usage->find("prompt_tokens_details");
+    if (details != usage->end() && details->is_object()) {
+      const auto cached = details->find("cached_tokens");
+      if (cached != details->end() && cached->is_number_integer()) out_.cached_tokens = cached->get<int>();
+    }
   }
   return true;
 }

@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/http_client.h"
-#include "bench/random_dataset.h"
+#include "bench/sample_request.h"
 
 namespace m3::bench {
 
@@ -37,10 +37,11 @@ struct Endpoint {
 // What one request measured. Times are seconds; start_time counts from the benchmark's start.
 struct RequestOutput {
   bool success = false;
-  std::string error;           // why it failed ("" on success)
-  std::string generated_text;  // completion text, or chat reasoning + content
-  int prompt_len = 0;          // usage.prompt_tokens when the server sent it, else the dataset's count
-  int output_tokens = 0;       // usage.completion_tokens; 0 when the server sent no usage
+  std::string error;                 // why it failed ("" on success)
+  std::string generated_text;        // completion text, or chat reasoning + content
+  int prompt_len = 0;                // usage.prompt_tokens when the server sent it, else the dataset's count
+  int output_tokens = 0;             // usage.completion_tokens; 0 when the server sent no usage
+  std::optional<int> cached_tokens;  // usage.prompt_tokens_details.cached_tokens, when the server sent it
   double start_time = 0.0;
   double ttft = 0.0;
   double latency = 0.0;
@@ -49,7 +50,8 @@ struct RequestOutput {
 };
 
 // The JSON body vLLM's bench client sends for `req` (stream with include_usage; max_tokens or
-// max_completion_tokens; chat content as one text part), with ignore_eos and extra_body merged in.
+// max_completion_tokens; chat content as one text part), with ignore_eos and extra_body merged in. Chat
+// requests with a history (req.messages) send it instead, user content as a text part.
 nlohmann::json build_payload(const Endpoint& ep, const SampleRequest& req);
 
 // Incremental Server-Sent-Events reader: bytes in (split anywhere), the `data` payloads of complete events

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/agent_report.h"
 #include "bench/progress_bar.h"
 #include "bench/request_runner.h"
 #include "common/error.h"
@@ -114,10 +115,10 @@ ReportOptions report_options(const ServeBenchOptions& o) {
 }
 
 void check_flags(const ServeBenchOptions& o) {
-  if (o.dataset_name != "random")
+  if (o.dataset_name != "random" && o.dataset_name != "prefix_repetition" && o.dataset_name != "agent")
     bad_flag("--dataset-name '" + o.dataset_name +
-             "' is not supported by m3 bench serve: use --dataset-name random");
-  if (!o.dataset_path.empty()) bad_flag("--dataset-path: the random dataset reads no file");
+             "' is not supported by m3 bench serve: use random, prefix_repetition or agent");
+  if (!o.dataset_path.empty()) bad_flag("--dataset-path: the " + o.dataset_name + " dataset reads no file");
   if (o.max_concurrency && *o.max_concurrency <= 0) bad_flag("--max-concurrency must be greater than 0");
   if (!(o.request_rate > 0))
     bad_flag("--request-rate must be greater than 0 (inf sends every request at once)");
@@ -162,7 +163,8 @@ Endpoint make_endpoint(const ServeBenchOptions& o, ApiKind kind) {
   for (const auto& [k, v] : parse_key_values(o.headers, "--header")) headers[k] = v;
   ep.headers.assign(headers.begin(), headers.end());
 
-  ep.ignore_eos = o.ignore_eos || o.dataset_name == "random";  // vLLM: random prompts run to their length
+  // vLLM: random prompts run to their length; so do agent turns, so each turn grows the prompt alike.
+  ep.ignore_eos = o.ignore_eos || o.dataset_name == "random" || o.dataset_name == "agent";
   ep.logprobs = o.logprobs;
   auto put = [&](const char* name, const auto& value) {
     if (value) ep.extra_body[name] = *value;
@@ -246,6 +248,33 @@ ModelChoice choose_model(const ServeBenchOptions& o, const Endpoint& ep) {
   return c;
 }
 
+// What a run sends: a fixed list of requests (random, prefix_repetition), or agent conversations whose later
+// turns are built as the earlier ones answer.
+struct Workload {
+  std::vector<SampleRequest> requests;
+  std::optional<AgentWorkload> agent;
+  size_t size() const { return agent ? agent->num_requests() : requests.size(); }
+  // The request of the ready check and the warm-ups.
+  SampleRequest probe() const { return agent ? agent->first_turn(0) : requests.front(); }
+};
+
+Workload draw_workload(const Tokenizer& tok, const ServeBenchOptions& o) {
+  Workload w;
+  if (o.dataset_name == "prefix_repetition") {
+    PrefixRepetitionOptions p = o.prefix_repetition;
+    p.num_prompts = o.random.num_prompts;
+    p.seed = o.random.seed;
+    w.requests = sample_prefix_repetition_requests(tok, p);
+  } else if (o.dataset_name == "agent") {
+    AgentWorkloadOptions a = o.agent;
+    a.seed = o.random.seed;
+    w.agent.emplace(tok, a);
+  } else {
+    w.requests = sample_random_requests(tok, o.random);
+  }
+  return w;
+}
+
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
@@ -326,14 +355,15 @@ int run_serve_benchmark(const ServeBenchOptions& o) {
   ep.model = model.sent_name;
   log_info("tokenizer: ", model.tokenizer);
   const Tokenizer tok = Tokenizer::load(model.tokenizer);
-  const std::vector<SampleRequest> requests = sample_random_requests(tok, o.random);
+  const Workload work = draw_workload(tok, o);
+  const SampleRequest probe = work.probe();
   const std::string id_prefix = o.request_id_prefix.empty() ? random_prefix() : o.request_id_prefix;
-  const size_t max_in_flight = o.max_concurrency ? size_t(*o.max_concurrency) : requests.size();
+  const size_t max_in_flight = o.max_concurrency ? size_t(*o.max_concurrency) : work.size();
   HttpClient http;
 
   if (o.ready_check_timeout_sec > 0) {
     std::cout << "Starting initial single prompt test run..." << std::endl;
-    ready_check(ep, http, requests.front(), o.ready_check_timeout_sec);
+    ready_check(ep, http, probe, o.ready_check_timeout_sec);
   } else {
     std::cout << "Skipping endpoint ready check." << std::endl;
   }
@@ -343,7 +373,7 @@ int run_serve_benchmark(const ServeBenchOptions& o) {
     const RequestClient client(ep, Clock::now(), http);
     RequestRunner runner(client, max_in_flight,
                          [&](size_t, RequestOutput&& out) { bar.advance(!out.success); });
-    for (int i = 0; i < o.num_warmups; ++i) runner.submit(size_t(i), requests.front(), "", 0.0);
+    for (int i = 0; i < o.num_warmups; ++i) runner.submit(size_t(i), probe, "", 0.0);
     runner.wait();
     std::cout << "Warmup run completed." << std::endl;
   }
@@ -355,24 +385,33 @@ int run_serve_benchmark(const ServeBenchOptions& o) {
   std::cout << "Maximum request concurrency: "
             << (o.max_concurrency ? std::to_string(*o.max_concurrency) : std::string("None")) << std::endl;
 
-  const std::vector<double> arrivals =
-      arrival_times(static_cast<int>(requests.size()), o.request_rate, o.burstiness, o.random.seed);
-  std::vector<RequestOutput> outputs(requests.size());
+  std::vector<RequestOutput> outputs(work.size());
+  std::vector<AgentTurn> turns;
   double duration = 0.0;
   {
-    ProgressBar bar(static_cast<int>(requests.size()), !o.disable_tqdm);
+    ProgressBar bar(static_cast<int>(work.size()), !o.disable_tqdm);
     const Clock::time_point start = Clock::now();
     const RequestClient client(ep, start, http);
-    RequestRunner runner(client, max_in_flight, [&](size_t i, RequestOutput&& out) {
-      bar.advance(!out.success);
-      outputs[i] = std::move(out);
-    });
-    for (size_t i = 0; i < requests.size(); ++i) {
-      std::this_thread::sleep_until(
-          start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrivals[i])));
-      runner.submit(i, requests[i], id_prefix + std::to_string(i), seconds_since(start));
+    if (work.agent) {  // the arrivals are conversation starts
+      const std::vector<double> starts =
+          arrival_times(work.agent->options().conversations, o.request_rate, o.burstiness, o.random.seed);
+      turns = work.agent->run(client, max_in_flight, starts, start, id_prefix,
+                              [&](const RequestOutput& out) { bar.advance(!out.success); });
+      for (size_t i = 0; i < turns.size(); ++i) outputs[i] = turns[i].output;
+    } else {
+      const std::vector<double> arrivals =
+          arrival_times(static_cast<int>(work.size()), o.request_rate, o.burstiness, o.random.seed);
+      RequestRunner runner(client, max_in_flight, [&](size_t i, RequestOutput&& out) {
+        bar.advance(!out.success);
+        outputs[i] = std::move(out);
+      });
+      for (size_t i = 0; i < work.requests.size(); ++i) {
+        std::this_thread::sleep_until(
+            start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrivals[i])));
+        runner.submit(i, work.requests[i], id_prefix + std::to_string(i), seconds_since(start));
+      }
+      runner.wait();
     }
-    runner.wait();
     duration = seconds_since(start);
   }
 
@@ -382,6 +421,8 @@ int run_serve_benchmark(const ServeBenchOptions& o) {
   if (metrics.completed == 0)
     log_warn("All requests failed. This is likely due to a misconfiguration on the benchmark arguments.");
   std::cout << render_failures(outputs) << render_report(metrics, report) << std::flush;
+  const std::vector<TurnStats> per_turn = per_turn_stats(turns);
+  if (work.agent) std::cout << render_per_turn(per_turn) << std::flush;
 
   RunInfo info;
   info.date = local_date();
@@ -389,14 +430,17 @@ int run_serve_benchmark(const ServeBenchOptions& o) {
   info.label = o.label;
   info.model_id = model.id;
   info.tokenizer_id = model.tokenizer;
-  info.num_prompts = o.random.num_prompts;
+  info.num_prompts = static_cast<int>(work.size());
   info.metadata = metadata;
   info.request_rate = o.request_rate;
   info.burstiness = o.burstiness;
   info.max_concurrency = o.max_concurrency;
-  if (o.save_result || o.append_result)
-    write_result(o, info,
-                 result_file_json(info, benchmark_result_json(metrics, outputs, report), o.save_detailed));
+  if (o.save_result || o.append_result) {
+    nlohmann::ordered_json result =
+        result_file_json(info, benchmark_result_json(metrics, outputs, report), o.save_detailed);
+    if (work.agent) result["per_turn"] = per_turn_json(per_turn);
+    write_result(o, info, result);
+  }
   return 0;
 }
 

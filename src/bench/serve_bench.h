@@ -1,8 +1,8 @@
 // The `m3 bench serve` driver, vLLM's `vllm bench serve` in C++: resolves the model, tokenizer and endpoint,
-// draws the random dataset, sends the requests with Poisson / gamma arrivals (--request-rate, --burstiness)
-// under a --max-concurrency limit through one event-driven HTTP client (two I/O threads, keep-alive
-// connections opened as the load needs them), shows progress, prints vLLM's report and writes its result
-// JSON.
+// draws the dataset (random, prefix_repetition, or m3serve's multi-turn agent workload), sends the requests
+// with Poisson / gamma arrivals (--request-rate, --burstiness) under a --max-concurrency limit through one
+// event-driven HTTP client (two I/O threads, keep-alive connections opened as the load needs them), shows
+// progress, prints vLLM's report (and the agent workload's per-turn table) and writes its result JSON.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "bench/agent_workload.h"
 #include "bench/bench_metrics.h"
+#include "bench/prefix_repetition_dataset.h"
 #include "bench/random_dataset.h"
 
 namespace m3::bench {
@@ -29,9 +31,11 @@ struct ServeBenchOptions {
   std::string tokenizer;             // "" -> --model when it is a local path, else /v1/models "root"
   std::optional<std::string> label;
 
-  std::string dataset_name = "random";
+  std::string dataset_name = "random";  // random | prefix_repetition | agent
   std::string dataset_path;
-  RandomDatasetOptions random;  // num_prompts, lengths, prefix, range ratio, seed
+  RandomDatasetOptions random;  // num_prompts, lengths, prefix, range ratio, seed (of every dataset)
+  PrefixRepetitionOptions prefix_repetition;  // its num_prompts and seed come from `random`
+  AgentWorkloadOptions agent;                 // its seed comes from `random`
 
   double request_rate = kInfiniteRate;
   double burstiness = 1.0;

@@ -1,7 +1,8 @@
 // `m3 bench serve` end to end: the real CLI against a real `m3 serve` on the tiny random model (real
 // tokenizer and chat template), on /v1/completions and /v1/chat/completions, checking the result JSON
-// (counts, vLLM's keys, per-request lists) and the printed report; a port with no server (every request
-// failed, a clear report, exit status 0 as vLLM); and flag errors that name the flag.
+// (counts, vLLM's keys, per-request lists) and the printed report; the prefix_repetition dataset and the
+// agent workload (per-turn table and JSON, both backends); a port with no server (every request failed, a
+// clear report, exit status 0 as vLLM); and flag errors that name the flag.
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
@@ -281,6 +282,55 @@ TEST_F(BenchServe, RateLimitedRunWithMetadataPercentilesAndGoodput) {
   EXPECT_NE(r.out.find("Burstiness factor: 0.5 (Gamma distribution)"), std::string::npos) << r.out;
 }
 
+TEST_F(BenchServe, PrefixRepetitionDataset) {
+  ASSERT_GT(server_, 0) << "m3 serve is not running";
+  const CliRun r =
+      bench(server_args() +
+                " --dataset-name prefix_repetition --num-prompts 6 --prefix-repetition-prefix-len 32 "
+                "--prefix-repetition-suffix-len 8 --prefix-repetition-num-prefixes 2 "
+                "--prefix-repetition-output-len 4 --output-len 3 --ignore-eos --disable-tqdm",
+            "prefix_repetition.json");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  const json& j = r.result;
+  ASSERT_TRUE(j.is_object()) << r.out << r.err;
+  EXPECT_EQ(j["num_prompts"], 6);
+  EXPECT_EQ(j["completed"], 6) << r.out;
+  EXPECT_EQ(j["total_input_tokens"], 6 * 40);  // every prompt is exactly prefix + suffix tokens
+  EXPECT_EQ(j["total_output_tokens"], 6 * 3);  // --output-len overrides the dataset's output length
+  EXPECT_FALSE(j.contains("per_turn"));
+}
+
+TEST_F(BenchServe, AgentWorkload) {
+  ASSERT_GT(server_, 0) << "m3 serve is not running";
+  for (const std::string backend : {"openai", "openai-chat"}) {
+    const CliRun r = bench(server_args() + " --backend " + backend +
+                               " --dataset-name agent --agent-conversations 2 --agent-turns 3 "
+                               "--agent-system-len 64 --agent-turn-len 16 --agent-output-len 4 "
+                               "--max-concurrency 2 --disable-tqdm",
+                           "agent-" + backend + ".json");
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    const json& j = r.result;
+    ASSERT_TRUE(j.is_object()) << r.out << r.err;
+    EXPECT_EQ(j["num_prompts"], 6) << backend;
+    EXPECT_EQ(j["completed"], 6) << backend << "\n" << r.out;
+    EXPECT_EQ(j["total_output_tokens"], 6 * 4) << backend;  // ignore_eos: every turn runs to its length
+    ASSERT_EQ(j["per_turn"].size(), 3u) << backend << ": " << j.dump();
+    for (size_t t = 0; t < 3; ++t) {
+      EXPECT_EQ(j["per_turn"][t]["turn"], t) << backend;
+      EXPECT_EQ(j["per_turn"][t]["requests"], 2) << backend;
+      EXPECT_GT(j["per_turn"][t]["mean_ttft_ms"].get<double>(), 0.0) << backend;
+      if (t > 0) {  // each turn carries the previous one, its answer and 16 new tokens
+        EXPECT_GE(j["per_turn"][t]["mean_prompt_tokens"].get<double>(),
+                  j["per_turn"][t - 1]["mean_prompt_tokens"].get<double>() + 16)
+            << backend;
+      }
+    }
+    const size_t report = r.out.find("Serving Benchmark Result"), table = r.out.find("Per-Turn Agent Result");
+    ASSERT_NE(table, std::string::npos) << r.out;
+    EXPECT_LT(report, table) << r.out;
+  }
+}
+
 TEST_F(BenchServe, NoServerMeansEveryRequestFailed) {
   const int port = free_port();
   const CliRun r =
@@ -316,7 +366,10 @@ TEST_F(BenchServe, BadFlagsAreNamed) {
            {" --random-range-ratio 1", "--random-range-ratio"},
            {" --metadata novalue", "--metadata"},
            {" --goodput ttft", "--goodput"},
-           {" --tokenizer /nonexistent/tok", "--tokenizer"}}) {
+           {" --tokenizer /nonexistent/tok", "--tokenizer"},
+           {" --dataset-name prefix_repetition --prefix-repetition-num-prefixes 5",
+            "--prefix-repetition-num-prefixes"},
+           {" --dataset-name agent --agent-turns 0", "--agent-turns"}}) {
     const CliRun r = bench(base + args);
     EXPECT_NE(r.status, 0) << args;
     EXPECT_NE(r.err.find(flag), std::string::npos) << args << ": " << r.err;

@@ -89,6 +89,23 @@ TEST(BenchStreamTimeline, ChatRoleChunkReasoningAndContent) {
   EXPECT_EQ(o.prompt_len, 20);
 }
 
+TEST(BenchStreamTimeline, CachedPromptTokensFromUsageDetails) {
+  const std::string chunk = R"({"choices":[{"text":"a"}]})";
+  const RequestOutput cached =
+      replay(ApiKind::kCompletions, {chunk,
+                                     R"({"choices":[],"usage":{"prompt_tokens":300,"completion_tokens":1,)"
+                                     R"("prompt_tokens_details":{"cached_tokens":256}}})",
+                                     "[DONE]"});
+  ASSERT_TRUE(cached.success) << cached.error;
+  EXPECT_EQ(cached.cached_tokens, 256);
+  EXPECT_EQ(cached.prompt_len, 300);
+  const RequestOutput none =
+      replay(ApiKind::kCompletions,
+             {chunk, R"({"choices":[],"usage":{"prompt_tokens":3,"prompt_tokens_details":null}})", "[DONE]"});
+  EXPECT_FALSE(none.cached_tokens.has_value());  // not reported: nothing to average
+  EXPECT_EQ(none.cached_tokens.value_or(0), 0);
+}
+
 TEST(BenchStreamTimeline, WithoutUsageTheTokenCountIsLeftToTheTokenizer) {
   const RequestOutput o = replay(
       ApiKind::kCompletions, {R"({"choices":[{"text":"a"}]})", R"({"choices":[{"text":"b"}]})", "[DONE]"});
@@ -150,6 +167,21 @@ TEST(BenchPayload, CompletionsAndChatShapes) {
   EXPECT_FALSE(chat.contains("prompt"));
   EXPECT_FALSE(chat.contains("ignore_eos"));
   EXPECT_EQ(chat["stream_options"]["include_usage"], true);
+}
+
+TEST(BenchPayload, ChatHistoryIsSentAsItsMessages) {
+  Endpoint ep;
+  ep.kind = ApiKind::kChat;
+  const SampleRequest req{
+      "sys hi ok more", 4, 3, {{"system", "sys"}, {"user", " hi"}, {"assistant", " ok"}, {"user", " more"}}};
+  EXPECT_EQ(build_payload(ep, req)["messages"], json::parse(R"([
+      {"role": "system", "content": "sys"},
+      {"role": "user", "content": [{"type": "text", "text": " hi"}]},
+      {"role": "assistant", "content": " ok"},
+      {"role": "user", "content": [{"type": "text", "text": " more"}]}])"));
+  ep.kind = ApiKind::kCompletions;  // completions send the whole conversation as one prompt
+  EXPECT_EQ(build_payload(ep, req)["prompt"], "sys hi ok more");
+  EXPECT_FALSE(build_payload(ep, req).contains("messages"));
 }
 
 // The canned OpenAI-style endpoints of these tests, by path prefix.
