@@ -16,6 +16,7 @@
 #include "tokenizer/json_loader.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/segment_cache.h"
 #include "tokenizer/utf8.h"
 
 namespace m3 {
@@ -66,8 +67,11 @@ class TokenizerImpl {
   std::string bytes_arena;
   std::vector<uint32_t> byte_offsets;
   std::vector<uint8_t> flags;
+  mutable SegmentCache segments;  // long segments between raw-stage added tokens
 
  private:
+  // encode_normalized through the segment cache when the segment is long.
+  void encode_segment(std::string_view text, bool parse_special, std::vector<int32_t>& ids) const;
   void encode_normalized(std::string_view text, bool parse_special, std::vector<int32_t>& ids) const;
   void encode_words(std::string_view text, std::vector<int32_t>& ids) const;
 };
@@ -142,22 +146,31 @@ void TokenizerImpl::encode_normalized(std::string_view text, bool parse_special,
   }
 }
 
+void TokenizerImpl::encode_segment(std::string_view text, bool parse_special,
+                                   std::vector<int32_t>& ids) const {
+  if (text.size() < SegmentCache::kMinBytes) return encode_normalized(text, parse_special, ids);
+  if (segments.find(text, parse_special, ids)) return;
+  const size_t begin = ids.size();
+  encode_normalized(text, parse_special, ids);
+  segments.insert(text, parse_special, std::span<const int32_t>(ids).subspan(begin));
+}
+
 void TokenizerImpl::encode(std::string_view text, bool parse_special, std::vector<int32_t>& ids) const {
   if (size_t bad = find_invalid_utf8(text); bad != std::string_view::npos) {
     fail(ErrorKind::kInvalidArgument,
          "tokenizer: text to encode is not valid UTF-8 (byte " + std::to_string(bad) + ")");
   }
   if (!added.has_stage(AddedTokens::Stage::kRaw)) {
-    encode_normalized(text, parse_special, ids);
+    encode_segment(text, parse_special, ids);
     return;
   }
-  std::vector<AddedTokens::Segment> segments;
-  added.split(text, AddedTokens::Stage::kRaw, parse_special, segments);
-  for (const auto& seg : segments) {
+  std::vector<AddedTokens::Segment> parts;
+  added.split(text, AddedTokens::Stage::kRaw, parse_special, parts);
+  for (const auto& seg : parts) {
     if (seg.id >= 0) {
       ids.push_back(seg.id);
     } else {
-      encode_normalized(text.substr(seg.start, seg.end - seg.start), parse_special, ids);
+      encode_segment(text.substr(seg.start, seg.end - seg.start), parse_special, ids);
     }
   }
 }
@@ -205,6 +218,10 @@ bool Tokenizer::is_known(int32_t id) const {
 bool Tokenizer::is_special(int32_t id) const {
   return id >= 0 && static_cast<size_t>(id) < impl_->vocab_size &&
          (impl_->flags[id] & tok::TokenizerImpl::kSpecial);
+}
+
+size_t Tokenizer::segment_cache_hits() const {
+  return impl_->segments.hits();
 }
 
 size_t Tokenizer::vocab_size() const {

@@ -49,6 +49,8 @@ class Tokenizer {
   std::vector<int32_t> added_token_ids() const;
   // The tokenizer.json that was loaded.
   const std::string& path() const;
+  // How many long text segments encode() took from its cache instead of tokenizing them (segment_cache.h).
+  size_t segment_cache_hits() const;
 
  private:
   explicit Tokenizer(std::shared_ptr<const tok::TokenizerImpl> impl) : impl_(std::move(impl)) {}
