@@ -75,7 +75,7 @@ std::shared_ptr<ServingContext> load_model(const ServeConfig& cfg, const ModelCo
   log_info("KV cache: ", pages, " pages of ", page, " tokens (", int64_t{pages} * page,
            " tokens); max model length ", engine->max_model_len());
   if (const int host = engine->stats().host_pages_total; host > 0)
-    log_info("KV host tier: ", host, " pages (", int64_t{host} * page, " tokens) of pinned host memory");
+    log_info("KV host tier: ", host, " pages (", int64_t{host} * page, " tokens) of host memory");
   ctx->engine = std::make_unique<AsyncEngine>(std::move(engine), AsyncEngineOptions{cfg.max_pending});
   return ctx;
 }
