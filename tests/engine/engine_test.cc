@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "engine/engine.h"
+#include "support/engine_run.h"
 #include "support/model_fixtures.h"
 #include "support/requests.h"
 
@@ -415,11 +416,7 @@ TEST(Engine, PagesRestoredFromTheHostTierGiveTheColdResult) {
     Request r = greedy(prompt, n);
     r.sampling.logprobs = 0;
     r.cache_salt = salt;
-    e.add(r);
-    std::vector<TokenEvent> out;
-    while (e.has_work())
-      for (TokenEvent& ev : e.step()) out.push_back(std::move(ev));
-    return out;
+    return run_alone(e, r);
   };
   const std::vector<int32_t>& conversation = golden[5].prompt;  // 121 tokens: 15 full pages
   const std::vector<TokenEvent> cold = run(conversation, 6);

@@ -8,6 +8,7 @@
 
 #include "engine/engine.h"
 #include "gpu/gpu_util.h"
+#include "support/engine_run.h"
 #include "support/model_fixtures.h"
 
 namespace m3::testing {
@@ -60,11 +61,7 @@ void host_tier_round_trip(const std::string& kv) {
     r.sampling.temperature = 0;
     r.sampling.logprobs = 0;
     r.cache_salt = salt;
-    e.add(r);
-    std::vector<TokenEvent> out;
-    while (e.has_work())
-      for (TokenEvent& ev : e.step()) out.push_back(std::move(ev));
-    return out;
+    return run_alone(e, r);
   };
   const auto conversation = random_prompt(2000, vocab, 41);  // 15 full pages
   const auto cold = run(conversation, 8, 0);
