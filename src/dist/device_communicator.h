@@ -33,7 +33,7 @@ std::unique_ptr<DeviceCommunicator> connect_nccl(Communicator& host);
 
 // `nccl` plus, when every rank is on this host and every pair of GPUs can address each other, the one-shot
 // all-reduce over CUDA IPC (kernels/all_reduce.h) for messages up to M3_ONE_SHOT_ALL_REDUCE_KB (default 3072
-// at 2 ranks, 512 above; 0: off); NCCL for the rest and for all-gathers. Collective.
+// at 2 ranks, 256 above; 0: off); NCCL for the rest and for all-gathers. Collective.
 std::unique_ptr<DeviceCommunicator> with_one_shot_all_reduce(std::unique_ptr<DeviceCommunicator> nccl,
                                                              Communicator& host);
 

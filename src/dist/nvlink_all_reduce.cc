@@ -103,11 +103,11 @@ std::unique_ptr<DeviceCommunicator> with_one_shot_all_reduce(std::unique_ptr<Dev
   mine.device = device;
   mine.pid = getpid();
   const int R = host.size();
-  // Where the one-shot path stops: measured at 2 ranks (2 x H100, NVLink; docs/performance.md) it beats NCCL
-  // through 3 MiB; with more ranks each GPU reads every peer's message, so 512 KiB there (vLLM's crossover)
-  // until the multi-GPU run measures it. M3_ONE_SHOT_ALL_REDUCE_KB overrides; 0 turns the path off.
+  // Where the one-shot path stops (docs/performance.md): at 2 ranks (2 x H100, NVLink) it beats NCCL through
+  // 3 MiB; with more ranks each GPU reads every peer's message, and at 4 (4 x H200) NCCL is as fast from 384
+  // KiB (16 rows of 6,144 fp32) on: 256 KiB. M3_ONE_SHOT_ALL_REDUCE_KB overrides; 0 turns the path off.
   const char* env = std::getenv("M3_ONE_SHOT_ALL_REDUCE_KB");
-  const int64_t kb = env && *env ? std::atoll(env) : host.size() <= 2 ? 3072 : 512;
+  const int64_t kb = env && *env ? std::atoll(env) : host.size() <= 2 ? 3072 : 256;
   std::vector<Where> where(R);
   host.all_gather(&mine, sizeof mine, where.data());
   bool usable = R > 1 && R <= cuda::kAllReduceMaxRanks && kb > 0;
