@@ -31,7 +31,8 @@ struct GenerateArgs {
   int64_t max_model_len = 0;
   double kv_cache_gb = 4.0;
   bool prefix_caching = true;
-  dist::LaunchFlags launch;  // world_size: --tensor-parallel-size
+  bool expert_parallel = false;  // --enable-expert-parallel
+  dist::LaunchFlags launch;      // world_size: --tensor-parallel-size
 };
 
 struct Line {
@@ -83,7 +84,8 @@ int kv_pages_needed(const ModelConfig& c, const std::vector<Line>& lines, const 
 
 int run(const GenerateArgs& a) {
   ModelConfig config = load_model_config(a.model);
-  make_shard_layout(config, a.launch.world_size, 0);  // a TP size the model does not split into fails here
+  // A TP size the model (or its experts, with expert parallelism) does not split into fails here.
+  make_shard_layout(config, a.launch.world_size, 0, a.expert_parallel);
   const std::string device = resolve_device(a.device);
   int rank_exit = 0;
   const auto comm = start_ranks(a.launch, device, a.model, &rank_exit);
@@ -122,6 +124,7 @@ int run(const GenerateArgs& a) {
   bo.max_model_len = a.max_model_len;
   bo.quantization = a.quantization;
   bo.kv_cache_dtype = a.kv_cache_dtype;
+  bo.expert_parallel = a.expert_parallel;
   auto t0 = std::chrono::steady_clock::now();
   Engine engine(load_backend(a.model, bo),
                 {a.max_num_seqs, a.max_num_batched_tokens, a.max_model_len, a.prefix_caching});
@@ -220,6 +223,8 @@ void register_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--tensor-parallel-size,--tp-size,--tp", args->launch.world_size,
                   "Ranks the model is split over (self-spawned under mpirun, or mpirun / srun's tasks)")
       ->check(CLI::PositiveNumber);
+  cmd->add_flag("--enable-expert-parallel", args->expert_parallel,
+                "Split the routed experts over the ranks by expert (whole experts per rank)");
   add_rank_flags(*cmd, args->launch);
   cmd->callback([args, &exit_code] { exit_code = run(*args); });
 }

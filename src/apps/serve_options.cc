@@ -32,7 +32,8 @@ void add_serve_flags(CLI::App& cmd, ServeConfig& c) {
   cmd.add_option("--data-parallel-size,--dp-size,--dp", c.data_parallel, "Data-parallel replicas");
   cmd.add_option("--ep-size,--moe_expert_parallel_size,--expert-parallel-size", c.expert_parallel,
                  "Expert-parallel GPUs");
-  cmd.add_flag("--enable-expert-parallel", c.enable_expert_parallel, "Shard experts over the TP group");
+  cmd.add_flag("--enable-expert-parallel", c.enable_expert_parallel,
+               "Split the routed experts over the tensor-parallel ranks by expert (whole experts per rank)");
   cmd.add_option("--block-size,--page-size", c.block_size,
                  "KV block size; must equal the model's MSA block (128)");
   cmd.add_option("--max-model-len,--context-length,--max_seq_len", c.engine.max_model_len,
@@ -226,14 +227,20 @@ bool parser_enabled(const std::string& flag, const std::string& v, const ModelCo
 
 void finalize_serve_config(ServeConfig& c, const ModelConfig& model) {
   if (!c.extra_options_yaml.empty()) merge_yaml(c, model);
-  make_shard_layout(model, c.tensor_parallel, 0);  // a size the heads and widths do not split into fails here
-  c.launch.world_size = c.tensor_parallel;
   if (c.data_parallel != 1)
     fail(ErrorKind::kUnsupported,
          "--data-parallel-size " + std::to_string(c.data_parallel) + " is not supported yet; use 1");
-  if (c.expert_parallel != 1)
+  // Experts over the tensor-parallel ranks (vLLM's --enable-expert-parallel with DP 1, TensorRT-LLM's TEP).
+  if (c.expert_parallel != 1 && c.expert_parallel != c.tensor_parallel)
     fail(ErrorKind::kUnsupported,
-         "--ep-size " + std::to_string(c.expert_parallel) + " is not supported yet; use 1");
+         "--ep-size " + std::to_string(c.expert_parallel) +
+             ": experts are split over the tensor-parallel ranks, so it must be 1 or "
+             "--tensor-parallel-size (" +
+             std::to_string(c.tensor_parallel) + ")");
+  if (c.expert_parallel > 1) c.enable_expert_parallel = true;
+  // A size the heads, widths and experts do not split into fails here.
+  make_shard_layout(model, c.tensor_parallel, 0, c.enable_expert_parallel);
+  c.launch.world_size = c.tensor_parallel;
   if (c.block_size != 0 && c.block_size != model.msa.block_size)
     fail(ErrorKind::kInvalidArgument, "--block-size " + std::to_string(c.block_size) +
                                           " must equal the model's MSA block "

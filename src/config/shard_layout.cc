@@ -26,7 +26,7 @@ Slice split(const ModelConfig& c, int tp, int rank, int64_t width, const char* w
 
 }  // namespace
 
-ShardLayout make_shard_layout(const ModelConfig& c, int tp, int rank) {
+ShardLayout make_shard_layout(const ModelConfig& c, int tp, int rank, bool expert_parallel) {
   if (tp < 1) refuse(tp, "must be at least 1");
   if (rank < 0 || rank >= tp)
     fail(ErrorKind::kInternal, "tensor-parallel rank " + std::to_string(rank) + " of " + std::to_string(tp));
@@ -47,7 +47,19 @@ ShardLayout make_shard_layout(const ModelConfig& c, int tp, int rank) {
   s.kv_replicas = heads >= group ? 1 : static_cast<int>(group / heads);
   s.dense_intermediate = split(c, tp, rank, c.dense_intermediate_size, "the dense MLP width");
   s.shared_intermediate = split(c, tp, rank, c.shared_intermediate_size, "the shared expert width");
-  s.expert_intermediate = split(c, tp, rank, c.expert_intermediate_size, "the routed expert width");
+  s.experts = {0, c.num_experts};
+  s.expert_intermediate = {0, c.expert_intermediate_size};
+  s.expert_parallel = expert_parallel && tp > 1;
+  if (!s.expert_parallel) {
+    s.expert_intermediate = split(c, tp, rank, c.expert_intermediate_size, "the routed expert width");
+  } else if (c.num_experts % tp != 0) {
+    fail(ErrorKind::kInvalidArgument,
+         "--enable-expert-parallel over " + std::to_string(tp) + " ranks: " + std::to_string(c.num_experts) +
+             " routed experts do not split into " + std::to_string(tp) + " equal groups");
+  } else {
+    const int64_t per = c.num_experts / tp;
+    s.experts = {rank * per, (rank + 1) * per};
+  }
   const int64_t vocab_per_rank = (static_cast<int64_t>(c.vocab_size) + tp - 1) / tp;
   s.vocab = {std::min<int64_t>(c.vocab_size, rank * vocab_per_rank),
              std::min<int64_t>(c.vocab_size, (rank + 1) * vocab_per_rank)};

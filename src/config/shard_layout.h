@@ -4,7 +4,10 @@
 // kernels' launch shapes all read, so no code asks "if tp > 1". Invariants: the ranks' query heads, MLP
 // columns and vocabulary rows partition the model's exactly; a rank's KV heads are those its query heads
 // attend with (below TP = number of KV heads each rank has its own; above, tp / num_kv_heads ranks share
-// one); the single MSA index key head is on every rank.
+// one); the single MSA index key head is on every rank. With expert parallelism over the same ranks (vLLM's
+// --enable-expert-parallel, TensorRT-LLM's TEP) each rank holds whole routed experts, an equal share of them,
+// instead of a column slice of every expert; tokens stay on every rank, so the MoE output is summed over the
+// ranks exactly as the column slices' partial sums are.
 #pragma once
 
 #include <cstdint>
@@ -27,13 +30,17 @@ struct ShardLayout {
   Slice kv_heads;             // KV heads held here (and MSA index query heads: one per KV group)
   Slice dense_intermediate;   // columns of gate / up (rows of down) of the dense MLP layers
   Slice shared_intermediate;  // the same for the shared expert
-  Slice expert_intermediate;  // the same for each routed expert
-  Slice vocab;                // embedding / LM-head rows: ceil(vocab / tp) each, the last rank's shorter
+  Slice expert_intermediate;  // the same for each routed expert (all of it with expert parallelism)
+  Slice experts;              // routed experts held here (all of them without expert parallelism)
+  bool expert_parallel = false;
+  Slice vocab;          // embedding / LM-head rows: ceil(vocab / tp) each, the last rank's shorter
   int kv_replicas = 1;  // ranks that hold each KV head (1 up to TP = num_kv_heads, tp / num_kv_heads above)
 };
 
-// The layout of rank `tp_rank` of `tp_size`. Throws m3::Error(kInvalidArgument) naming --tensor-parallel-size
-// and the width that does not split (heads, KV heads, an MLP width, an MXFP8 scale block).
-ShardLayout make_shard_layout(const ModelConfig& config, int tp_size, int tp_rank);
+// The layout of rank `tp_rank` of `tp_size`, its routed experts split by expert (expert_parallel) or by
+// column. Throws m3::Error(kInvalidArgument) naming --tensor-parallel-size (or --enable-expert-parallel) and
+// the width that does not split (heads, KV heads, an MLP width, an MXFP8 scale block, the experts).
+ShardLayout make_shard_layout(const ModelConfig& config, int tp_size, int tp_rank,
+                              bool expert_parallel = false);
 
 }  // namespace m3

@@ -84,7 +84,12 @@ void validate_precision(const std::string& quantization, const std::string& kv_c
 std::unique_ptr<ModelBackend> load_shard(const std::string& model_dir, const BackendOptions& options) {
   ModelConfig config = load_model_config(model_dir);
   std::shared_ptr<dist::Communicator> comm = options.comm ? options.comm : dist::local_communicator();
-  const ShardLayout shard = make_shard_layout(config, comm->size(), comm->rank());
+  const bool expert_parallel = options.expert_parallel && comm->size() > 1 && options.device != "cuda";
+  if (options.expert_parallel && comm->size() > 1 && options.device == "cuda" && comm->rank() == 0)
+    log_warn(
+        "--enable-expert-parallel: the CUDA backend does not shard experts by expert yet; each rank holds ",
+        "a column slice of every expert (tensor parallelism)");
+  const ShardLayout shard = make_shard_layout(config, comm->size(), comm->rank(), expert_parallel);
   if (comm->size() > 1 && options.device != "cpu" && options.device != "cuda")
     fail(ErrorKind::kUnsupported, "--tensor-parallel-size " + std::to_string(comm->size()) + " on --device " +
                                       options.device + ": ranks run the cpu or cuda backend");

@@ -51,6 +51,9 @@ struct BackendOptions {
   // per-token, per-head scale; the CPU backend so far).
   std::string kv_cache_dtype = "auto";
   std::string script;  // device "scripted": the response script (JSON)
+  // Routed experts split over the ranks by expert rather than by column (--enable-expert-parallel; the CPU
+  // backend so far, the CUDA backend keeps the column split).
+  bool expert_parallel = false;
   // The ranks the model is split over (tensor parallel; config/shard_layout.h). Null: one rank.
   std::shared_ptr<dist::Communicator> comm;
 };

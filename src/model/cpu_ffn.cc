@@ -1,8 +1,9 @@
 // FFN of the CPU backend: dense SwiGLU-OAI MLP, or MoE = fp32 sigmoid router with correction bias (for choice
 // only), top-k renormalised over the unbiased scores, routed sum x routed_scaling_factor, plus the shared
 // expert. Experts are applied in ascending id order, matching the reference's accumulation order. Every rank
-// routes every token (the router is whole, so the ranks agree) and runs its columns of each expert and of the
-// shared expert / dense MLP; the partial outputs are added over the ranks once per layer.
+// routes every token (the router is whole, so the ranks agree) and runs its columns of each expert (or, with
+// expert parallelism, its own whole experts) and of the shared expert / dense MLP; the partial outputs are
+// added over the ranks once per layer.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -54,7 +55,7 @@ void CpuModel::moe(const CpuLayerWeights& w, const float* x, int64_t T, float* o
   std::fill(out, out + T * H, 0.0f);
   const int64_t I = shard_.expert_intermediate.size();
   std::vector<float> xs, ys;
-  for (int e = 0; e < E; ++e) {
+  for (int e = int(shard_.experts.begin); e < int(shard_.experts.end); ++e) {  // this rank's experts
     const auto& rows = routed[e];
     if (rows.empty()) continue;
     const int64_t n = static_cast<int64_t>(rows.size());

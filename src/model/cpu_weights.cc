@@ -20,6 +20,8 @@ CpuWeights load_cpu_weights(const ModelConfig& c, const Checkpoint& ckpt, const 
   }
   for (size_t i = 0; i < specs.size(); ++i) {
     const WeightSpec& s = specs[i];
+    if (is_routed_expert(s.role) && (s.expert < shard.experts.begin || s.expert >= shard.experts.end))
+      continue;  // another rank's expert (expert parallelism)
     const TensorCut cut = shard_cut(s, c, shard);
     std::vector<float> data = ckpt.read_f32(names[i], s.shape, c.quant_block, cut);
     if (fp8 && is_linear(s.role)) {  // linear weights are [out, in]

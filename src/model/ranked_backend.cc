@@ -16,6 +16,7 @@ std::string encode_options(const BackendOptions& o) {
   return nlohmann::json{{"device", o.device},
                         {"num_kv_pages", o.num_kv_pages},
                         {"num_host_kv_pages", o.num_host_kv_pages},
+                        {"expert_parallel", o.expert_parallel},
                         {"gpu_memory_utilization", o.gpu_memory_utilization},
                         {"max_num_batched_tokens", o.max_num_batched_tokens},
                         {"max_num_seqs", o.max_num_seqs},
@@ -33,6 +34,7 @@ BackendOptions decode_options(const std::string& bytes, std::shared_ptr<dist::Co
   o.device = j.at("device");
   o.num_kv_pages = j.at("num_kv_pages");
   o.num_host_kv_pages = j.at("num_host_kv_pages");
+  o.expert_parallel = j.at("expert_parallel");
   o.gpu_memory_utilization = j.at("gpu_memory_utilization");
   o.max_num_batched_tokens = j.at("max_num_batched_tokens");
   o.max_num_seqs = j.at("max_num_seqs");

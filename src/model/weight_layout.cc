@@ -83,6 +83,10 @@ bool is_linear(WeightRole role) {
   }
 }
 
+bool is_routed_expert(WeightRole role) {
+  return role == WeightRole::kExpertGate || role == WeightRole::kExpertUp || role == WeightRole::kExpertDown;
+}
+
 TensorCut shard_cut(const WeightSpec& spec, const ModelConfig& c, const ShardLayout& shard) {
   if (shard.tp_size == 1) return {};
   const int64_t D = c.head_dim, Di = c.msa.index_head_dim;

@@ -56,6 +56,8 @@ std::vector<WeightSpec> weight_layout(const ModelConfig& config);
 // The projections of a linear layer (attention, index, MLP, expert and shared-expert weights): what an MXFP8
 // checkpoint stores in FP8 and --quantization fp8 quantises. Not: embedding, LM head, norms, router.
 bool is_linear(WeightRole role);
+// A routed expert's gate, up or down projection (WeightSpec::expert says which expert).
+bool is_routed_expert(WeightRole role);
 
 // The part of `spec` the rank of `shard` holds: column-parallel projections (q, k, v, index q, gate / up)
 // keep their rows, row-parallel ones (o, down) their columns, the embedding and LM head their vocabulary

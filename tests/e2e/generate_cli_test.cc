@@ -108,6 +108,20 @@ TEST(GenerateCliRanks, SelfSpawnedRanksReproduceReferenceGreedyIds) {
   }
 }
 
+TEST(GenerateCliRanks, ExpertParallelRanksReproduceReferenceGreedyIds) {
+  // Whole experts per rank (--enable-expert-parallel): 4 and 2 of m3-tiny-msa's 8, 4 of
+  // m3-tiny-hf-sharded's 16.
+  for (const auto& [fixture, tp] :
+       {std::pair{"m3-tiny-msa", 2}, {"m3-tiny-msa", 4}, {"m3-tiny-hf-sharded", 4}}) {
+    auto golden = load_golden(fixture);
+    CliRun r =
+        m3_generate("--model " + fixture_model_dir(fixture) + " --device cpu --enable-expert-parallel --tp " +
+                        std::to_string(tp) + " --max-num-batched-tokens 100",
+                    golden_input(golden));
+    expect_golden_ids(r, golden);
+  }
+}
+
 TEST(GenerateCliRanks, RankErrorsAreNamed) {
   const std::string model = "--model " + fixture_model_dir("m3-tiny-hf-sharded") + " --device cpu";
   CliRun uneven = m3_generate(model + " --tp 3", "");

@@ -40,12 +40,13 @@ StepsRun run_golden_steps(ModelBackend& model, const std::vector<GoldenPrompt>& 
 struct Case {
   const char* fixture;
   int tp;
+  bool ep = false;  // experts split by expert (--enable-expert-parallel) rather than by column
 };
 
 class TensorParallel : public ::testing::TestWithParam<Case> {};
 
 TEST_P(TensorParallel, ShardsComputeWhatOneRankComputes) {
-  const auto [fixture, tp] = GetParam();
+  const auto [fixture, tp, ep] = GetParam();
   const auto golden = load_golden(fixture);
   auto whole = load_fixture(fixture);
   const StepsRun reference = run_golden_steps(*whole, golden);
@@ -57,6 +58,7 @@ TEST_P(TensorParallel, ShardsComputeWhatOneRankComputes) {
     BackendOptions o;
     o.device = "cpu";
     o.num_kv_pages = 256;
+    o.expert_parallel = ep;
     o.comm = comm;
     auto shard = load_shard(fixture_model_dir(fixture), o);
     memory[comm->rank()] = shard->memory_use();
@@ -80,10 +82,12 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallel,
                          ::testing::Values(Case{"m3-tiny-msa", 2}, Case{"m3-tiny-msa", 4},
                                            Case{"m3-tiny-msa", 8},  // 8 ranks share 4 KV heads in pairs
                                            Case{"m3-tiny-hf-sharded", 2}, Case{"m3-tiny-hf-sharded", 4},
-                                           Case{"m3-tiny-block128", 4}),
+                                           Case{"m3-tiny-block128", 4}, Case{"m3-tiny-msa", 2, true},
+                                           Case{"m3-tiny-msa", 4, true},  // 2 of the 8 experts per rank
+                                           Case{"m3-tiny-hf-sharded", 4, true}),
                          [](const auto& info) {
-                           std::string n =
-                               std::string(info.param.fixture) + "_tp" + std::to_string(info.param.tp);
+                           std::string n = std::string(info.param.fixture) + "_tp" +
+                                           std::to_string(info.param.tp) + (info.param.ep ? "_ep" : "");
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
@@ -144,6 +148,28 @@ TEST(TensorParallel, ShardCutsFollowTheLayout) {
     }
   }
   EXPECT_EQ(shard_cut(weight_layout(c)[0], c, make_shard_layout(c, 1, 0)).dim, -1);
+}
+
+TEST(TensorParallel, ExpertParallelLayoutHoldsWholeExperts) {
+  ModelConfig c = load_model_config(fixture_model_dir("m3-tiny-msa"));  // 8 routed experts
+  const ShardLayout s = make_shard_layout(c, 4, 1, /*expert_parallel=*/true);
+  EXPECT_TRUE(s.expert_parallel);
+  EXPECT_EQ(s.experts, (Slice{2, 4}));
+  EXPECT_EQ(s.expert_intermediate, (Slice{0, c.expert_intermediate_size}));
+  EXPECT_EQ(s.shared_intermediate.size(), c.shared_intermediate_size / 4) << "the shared expert stays split";
+  for (const WeightSpec& w : weight_layout(c))
+    if (w.role == WeightRole::kExpertDown) {
+      const TensorCut cut = shard_cut(w, c, s);
+      EXPECT_EQ(cut.end - cut.begin, c.expert_intermediate_size) << "whole experts";
+    }
+  EXPECT_FALSE(make_shard_layout(c, 1, 0, true).expert_parallel) << "one rank: nothing to split";
+  c.num_experts = 6;
+  try {
+    make_shard_layout(c, 4, 0, true);
+    ADD_FAILURE() << "6 experts over 4 ranks";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--enable-expert-parallel"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ForwardCall, RoundTripsThroughBytes) {
