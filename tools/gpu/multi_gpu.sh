@@ -18,7 +18,7 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | sort | uniq -c
 nvidia-smi topo -m 2>/dev/null | head -$((N + 1))
 if [ "${SKIP_TP_CHECK:-0}" != 1 ]; then
   echo "== (1) correctness at TP $N"
-  TP=$N timeout 240 bash tools/gpu/check.sh tp 2>&1 | grep -vE "^NCCL|^  " | tail -8
+  TP=$N timeout 240 bash tools/gpu/check.sh tp 2>&1 | grep -E "^m3 generate|^m3 serve|^killed"
 fi
 echo "== (2) all-reduce, $N GPUs"
 timeout 120 build-gpu/bin/m3-kernel-bench --filter all_reduce --iters 20 2>&1 | grep -E "all_reduce" | head -20
