@@ -65,12 +65,12 @@ std::shared_ptr<ServingContext> load_model(const ServeConfig& cfg, const ModelCo
         cfg.num_kv_pages > 0
             ? cfg.num_kv_pages
             : static_cast<int>(std::max<int64_t>(1, std::min(budget, (want_len + page - 1) / page * 4)));
-  bo.num_host_kv_pages = static_cast<int>(std::min<double>(
-      cfg.kv_offloading_bytes / double(kv_bytes_per_page(model, bo.device, bo.kv_cache_dtype)), 1 << 30));
+  const size_t page_bytes = kv_bytes_per_page(model, bo.device, bo.kv_cache_dtype);
+  bo.num_host_kv_pages =
+      static_cast<int>(std::min<double>(cfg.kv_offloading_bytes / double(page_bytes), 1 << 30));
   if (cfg.kv_offloading_bytes > 0 && bo.num_host_kv_pages == 0)
     fail(ErrorKind::kInvalidArgument,
-         "--kv-offloading-size is smaller than one KV page (" +
-             std::to_string(kv_bytes_per_page(model, bo.device, bo.kv_cache_dtype)) + " bytes)");
+         "--kv-offloading-size is smaller than one KV page (" + std::to_string(page_bytes) + " bytes)");
   auto engine = std::make_unique<Engine>(load_backend(cfg.model_dir, bo), cfg.engine);
   const int pages = engine->stats().kv_pages_total;
   log_info("KV cache: ", pages, " pages of ", page, " tokens (", int64_t{pages} * page,

@@ -39,16 +39,18 @@ size_t cpu_kv_bytes_per_page(const ModelConfig& c) {
   return bytes;
 }
 
-size_t kv_bytes_per_page(const ModelConfig& c, const std::string& device, const std::string& kv) {
-  if (device != "cuda") return cpu_kv_bytes_per_page(c);
-  // bf16 K and V, or e4m3 with an fp32 scale per KV head; bf16 index keys (model/cuda_weights.cc).
-  const bool fp8 = kv == "fp8" || kv == "fp8_e4m3";
-  const size_t kv_bytes =
-      fp8 ? 2 * (size_t(c.kv_size()) + size_t(c.num_kv_heads) * 4) : 4 * size_t(c.kv_size());
+size_t cuda_kv_bytes_per_page(const ModelConfig& c, int kv_heads, bool fp8) {
+  const size_t kv = size_t(kv_heads) * c.head_dim;  // K or V values per slot
+  const size_t kv_bytes = fp8 ? 2 * (kv + size_t(kv_heads) * 4) : 2 * kv * 2;
   size_t bytes = 0;
   for (int l = 0; l < c.num_layers; ++l)
     bytes += size_t(c.msa.block_size) * (kv_bytes + (c.sparse_attention[l] ? c.msa.index_head_dim * 2 : 0));
   return bytes;
+}
+
+size_t kv_bytes_per_page(const ModelConfig& c, const std::string& device, const std::string& kv) {
+  if (device != "cuda") return cpu_kv_bytes_per_page(c);
+  return cuda_kv_bytes_per_page(c, c.num_kv_heads, kv == "fp8" || kv == "fp8_e4m3");
 }
 
 std::string resolve_device(const std::string& requested) {

@@ -60,6 +60,9 @@ struct BackendOptions {
 
 // Bytes one KV page takes on the CPU backend (K, V and, for MSA layers, index keys, over all layers).
 size_t cpu_kv_bytes_per_page(const ModelConfig& config);
+// Bytes one KV page takes on the CUDA backend for `kv_heads` KV heads (a rank's, or the whole model's): bf16
+// K and V, or e4m3 with an fp32 scale per KV head (fp8), and the bf16 MSA index keys.
+size_t cuda_kv_bytes_per_page(const ModelConfig& config, int kv_heads, bool fp8);
 // Bytes one KV page of the whole model (every rank's heads) takes on `device` (cpu | cuda | scripted) with
 // that --kv-cache-dtype: what sizes the host tier from --kv-offloading-size.
 size_t kv_bytes_per_page(const ModelConfig& config, const std::string& device,

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "loader/dtype.h"
 #include "loader/mxfp8.h"
+#include "model/backend.h"
 #include "model/cuda_model_impl.h"
 #include "model/random_model.h"
 #include "model/weight_layout.h"
@@ -492,12 +493,7 @@ void CudaModel::Impl::scratch_free_tmp() {
 }
 
 size_t CudaModel::Impl::kv_bytes_per_page() const {
-  // Per slot and layer: K and V (bf16, or e4m3 + an fp32 scale per KV head), the bf16 index key (MSA).
-  const size_t kv = opt.kv_fp8 ? 2 * (size_t(kv_size()) + size_t(hkv) * 4) : 2 * size_t(kv_size()) * 2;
-  size_t bytes = 0;
-  for (int l = 0; l < c.num_layers; ++l)
-    bytes += size_t(c.msa.block_size) * (kv + (c.sparse_attention[l] ? c.msa.index_head_dim * 2 : 0));
-  return bytes;
+  return cuda_kv_bytes_per_page(c, hkv, opt.kv_fp8);
 }
 
 void CudaModel::Impl::allocate_kv(int pages) {
