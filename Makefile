@@ -46,7 +46,7 @@ test: deps build fuzz-smoke
 
 fuzz-smoke:
 	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-	  -DM3_LIBFUZZER=ON -DM3_TOP_MODULE=chat -DCMAKE_BUILD_TYPE=Release
+	  -DM3_LIBFUZZER=ON -DM3_TOP_MODULE=grammar -DCMAKE_BUILD_TYPE=Release
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
 	cd $(FUZZ_BUILD) && ctest --output-on-failure -L fuzz-smoke
 
