@@ -29,8 +29,9 @@ struct Penalties {
   float frequency = 0.0f;   // minus f x times generated
 };
 
-// One row to sample: the filters, the uniform draw and the row's entries [adj_begin, adj_end) of the
-// adjustment array. Plain data so a kernel can read it.
+// One row to sample: the filters, the uniform draw, the row's entries [adj_begin, adj_end) of the
+// adjustment array and, under a grammar, the row of the token-mask array that says which ids it may pick.
+// Plain data so a kernel can read it.
 struct SamplingRow {
   float temperature = 1.0f;  // <= 0: greedy
   float top_p = 1.0f;        // (0, 1]
@@ -40,7 +41,16 @@ struct SamplingRow {
   double u = 0.0;  // [0, 1)
   int32_t adj_begin = 0;
   int32_t adj_end = 0;
+  int32_t mask_row = -1;  // >= 0: ids whose bit is clear in that mask row (token_mask_words words) get -inf
 };
+
+// Words of one token-mask row: bit (id % 32) of word (id / 32) set = id allowed.
+M3_HOST_DEVICE int32_t token_mask_words(int32_t vocab) {
+  return (vocab + 31) / 32;
+}
+M3_HOST_DEVICE bool token_mask_allows(const uint32_t* row, int32_t id) {
+  return (row[id >> 5] >> (id & 31)) & 1u;
+}
 
 namespace sampling_detail {
 

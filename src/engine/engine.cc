@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <future>
 #include <random>
 
 #include "common/error.h"
+#include "common/log.h"
 
 namespace m3 {
 
@@ -76,6 +78,18 @@ void Engine::validate(const Request& r) const {
   }
   if (r.min_tokens < 0 || r.min_tokens > r.max_tokens)
     fail(ErrorKind::kInvalidArgument, "min_tokens must be in [0, max_tokens]");
+  if (const auto& g = r.grammar) {
+    if (!g->grammar) fail(ErrorKind::kInvalidArgument, "the structured-output grammar is missing");
+    if (g->grammar->vocab().size() > c.vocab_size)
+      fail(ErrorKind::kInvalidArgument, "structured output needs the tokenizer's vocabulary (" +
+                                            std::to_string(g->grammar->vocab().size()) +
+                                            " ids) to fit the model's (" + std::to_string(c.vocab_size) +
+                                            ")");
+    for (int32_t t : {g->think_start, g->think_end})
+      if (t < -1 || t >= c.vocab_size)
+        fail(ErrorKind::kInvalidArgument,
+             "the reasoning marker token " + std::to_string(t) + " is outside the vocabulary");
+  }
   if (const auto& tb = r.thinking_budget) {
     if (tb->budget < 0) fail(ErrorKind::kInvalidArgument, "the thinking budget must be >= 0");
     for (int32_t t : {tb->start_token, tb->end_token})
@@ -104,7 +118,14 @@ int64_t Engine::add(Request r) {
                                   penalties.prompt_tokens.end());
   }
   const bool thinking = r.thinking_budget && r.thinking_budget->starts_inside;
-  active_.emplace(id, Active{std::move(r), seed, 0, std::move(penalties), thinking, 0});
+  Active a{std::move(r), seed, 0, std::move(penalties), thinking, 0, GrammarPhase::kNone, std::nullopt};
+  if (const auto& g = a.req.grammar) {
+    a.matcher.emplace(g->grammar->matcher());
+    a.phase = g->starts_in_reasoning                     ? GrammarPhase::kReasoning
+              : g->think_start >= 0 || g->think_end >= 0 ? GrammarPhase::kPrelude
+                                                         : GrammarPhase::kActive;
+  }
+  active_.emplace(id, std::move(a));
   return id;
 }
 
@@ -144,6 +165,42 @@ int32_t Engine::apply_thinking_budget(Active& a, int32_t sampled) {
   return token;
 }
 
+void Engine::fill_masks(const std::vector<Active*>& rows, int32_t words, uint32_t* out) {
+  std::vector<grammar::MaskJob> jobs;
+  for (Active* a : rows) jobs.push_back({a->req.grammar->grammar.get(), &*a->matcher});
+  grammar::fill_masks(jobs, words, out);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const GrammarConstraint& g = *rows[r]->req.grammar;
+    if (rows[r]->phase == GrammarPhase::kPrelude)  // the answer may still open or skip its reasoning
+      for (int32_t t : {g.think_start, g.think_end})
+        if (t >= 0) out[r * words + (t >> 5)] |= uint32_t{1} << (t & 31);
+  }
+}
+
+bool Engine::advance_grammar(Active& a, int32_t token) {
+  const GrammarConstraint& g = *a.req.grammar;
+  switch (a.phase) {
+    case GrammarPhase::kNone:
+      return true;
+    case GrammarPhase::kReasoning:
+      if (token == g.think_end) a.phase = GrammarPhase::kActive;
+      return true;
+    case GrammarPhase::kPrelude:
+      if (token == g.think_start || token == g.think_end) {
+        a.phase = token == g.think_start ? GrammarPhase::kReasoning : GrammarPhase::kActive;
+        return true;
+      }
+      a.phase = GrammarPhase::kActive;
+      break;
+    case GrammarPhase::kActive:
+      break;
+  }
+  const grammar::Vocabulary& v = g.grammar->vocab();
+  if (std::find(v.stop_ids().begin(), v.stop_ids().end(), token) != v.stop_ids().end())
+    return a.matcher->can_finish();
+  return token < v.size() && a.matcher->accept(v.bytes(token));
+}
+
 FinishReason Engine::check_stop(const Active& a, int32_t token) const {
   const Request& r = a.req;
   if (std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), token) != r.stop_token_ids.end())
@@ -167,14 +224,15 @@ std::vector<LogitAdjustment> Engine::adjustments(const Active& a) const {
   return logit_adjustments(r.sampling, a.penalties, banned, config().vocab_size);
 }
 
-int32_t Engine::sample_on_host(Active& a, float* logits, int32_t vocab,
+int32_t Engine::sample_on_host(Active& a, float* logits, int32_t vocab, const uint32_t* mask,
                                std::optional<TokenLogprobs>* logprobs) {
   const SamplingParams& p = a.req.sampling;
   const std::vector<LogitAdjustment> entries = adjustments(a);
   // Logprobs are reported from the raw model logits, so keep them when the sampler is about to edit the row.
   std::vector<float> raw;
-  if (p.logprobs >= 0 && !entries.empty()) raw.assign(logits, logits + vocab);
+  if (p.logprobs >= 0 && (!entries.empty() || mask)) raw.assign(logits, logits + vocab);
   apply_logit_adjustments({logits, static_cast<size_t>(vocab)}, entries, penalties_of(p));
+  if (mask) apply_token_mask({logits, static_cast<size_t>(vocab)}, mask);
   const int32_t token = sample_token(logits, vocab, sampling_row(p, sample_uniform(a.seed, a.generated)));
   if (p.logprobs >= 0)
     *logprobs = compute_logprobs(raw.empty() ? logits : raw.data(), vocab, token, p.logprobs);
@@ -229,7 +287,44 @@ std::vector<TokenEvent> Engine::step() {
                                             static_cast<int32_t>(batch.sampling_adjustments.size())));
     }
   }
+  // Structured output: the rows a grammar constrains get a token mask, computed on the host while the forward
+  // pass runs; device sampling waits for it right before it samples, host sampling before its first row.
+  std::vector<int32_t> mask_rows(sampled_ids.size(), -1);
+  std::vector<Active*> masked;
+  for (size_t row = 0; row < sampled_ids.size(); ++row) {
+    Active& a = active_.at(sampled_ids[row]);
+    if (a.phase != GrammarPhase::kPrelude && a.phase != GrammarPhase::kActive) continue;
+    mask_rows[row] = static_cast<int32_t>(masked.size());
+    masked.push_back(&a);
+    if (on_device) batch.sampling[row].mask_row = mask_rows[row];
+  }
+  const int32_t words = token_mask_words(config().vocab_size);
+  auto masks = std::make_shared<std::vector<uint32_t>>(masked.size() * words);
+  std::shared_future<void> masks_ready;
+  if (!masked.empty()) {
+    masks_ready = std::async(std::launch::async, [this, masked, masks, words] {
+                    const auto t = std::chrono::steady_clock::now();
+                    fill_masks(masked, words, masks->data());
+                    mask_seconds_ =
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+                  }).share();
+    auto wait = [this, masks_ready] {
+      const auto t = std::chrono::steady_clock::now();
+      masks_ready.get();  // rethrows a failure of the mask task
+      counters_.grammar_wait_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    };
+    batch.token_masks = [wait, masks]() -> const std::vector<uint32_t>& {
+      wait();
+      return *masks;
+    };
+  }
   ForwardOutput out = backend_->forward(batch);
+  if (!masked.empty()) {
+    batch.token_masks();  // (again) wait: a backend that samples on the host never asked
+    counters_.grammar_masks += static_cast<int64_t>(masked.size());
+    counters_.grammar_mask_seconds += mask_seconds_;
+  }
   if (on_device && out.sampled.size() != sampled_ids.size())
     fail(ErrorKind::kInternal, "the backend sampled " + std::to_string(out.sampled.size()) + " rows of " +
                                    std::to_string(sampled_ids.size()));
@@ -242,8 +337,10 @@ std::vector<TokenEvent> Engine::step() {
     const int64_t id = sampled_ids[row];
     Active& a = active_.at(id);
     std::optional<TokenLogprobs> logprobs;
-    int32_t token = on_device ? out.sampled[row]
-                              : sample_on_host(a, out.logits.data() + row * out.vocab, out.vocab, &logprobs);
+    const uint32_t* mask = mask_rows[row] >= 0 ? masks->data() + size_t(mask_rows[row]) * words : nullptr;
+    int32_t token = on_device
+                        ? out.sampled[row]
+                        : sample_on_host(a, out.logits.data() + row * out.vocab, out.vocab, mask, &logprobs);
     if (token < 0 || token >= config().vocab_size)
       fail(ErrorKind::kInternal, "sampled token id " + std::to_string(token) + " is outside the vocabulary");
     token = apply_thinking_budget(a, token);
@@ -251,6 +348,24 @@ std::vector<TokenEvent> Engine::step() {
     ++a.generated;
     ++counters_.generated_tokens;
     FinishReason fr = check_stop(a, token);
+    if (a.phase != GrammarPhase::kNone) {
+      const bool was_active = a.phase == GrammarPhase::kActive;
+      bool follows = false;
+      try {
+        follows = advance_grammar(a, token);
+      } catch (const Error&) {  // a state too ambiguous to follow (grammar/matcher.h)
+      }
+      if (!follows) {
+        // The mask allowed only what the grammar accepts; a refusal means a forced token (a thinking budget's
+        // end marker outside reasoning) or a bug: end the answer rather than break its structure.
+        log_warn("request ", id, ": token ", token, " does not follow its grammar; stopping it");
+        fr = FinishReason::kStop;
+      } else if (was_active && a.matcher->can_finish()) {
+        const auto& stops = a.req.grammar->grammar->vocab().stop_ids();
+        if (std::find(stops.begin(), stops.end(), token) != stops.end())
+          fr = FinishReason::kStop;  // the structure is complete (even with ignore_eos)
+      }
+    }
     TokenEvent ev;
     ev.request_id = id;
     ev.token = token;

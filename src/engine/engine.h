@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "grammar/token_mask.h"
 #include "model/backend.h"
 #include "sched/scheduler.h"
 
@@ -36,6 +37,15 @@ struct ThinkingBudget {
   bool starts_inside = false;
 };
 
+// Structured output: the grammar the answer must follow. With a reasoning parser the grammar waits for the
+// reasoning to end (think_end), as vLLM's structured outputs do; an answer that has not started reasoning may
+// still open (think_start) or skip (think_end) it before its first constrained token.
+struct GrammarConstraint {
+  std::shared_ptr<const grammar::TokenGrammar> grammar;
+  bool starts_in_reasoning = false;          // the prompt opened a reasoning span
+  int32_t think_start = -1, think_end = -1;  // the reasoning markers; -1: no reasoning parser
+};
+
 struct Request {
   std::vector<int32_t> prompt;
   int max_tokens = 16;
@@ -47,6 +57,7 @@ struct Request {
   std::optional<ThinkingBudget> thinking_budget;
   uint64_t cache_salt = 0;  // prefix-cache namespace: requests share cached pages only with the same salt
   double cache_keep_seconds = 0;  // keep the prompt's cached pages this long (Anthropic cache_control ttl)
+  std::optional<GrammarConstraint> grammar;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort };
@@ -73,7 +84,10 @@ struct EngineStats {
   int64_t prefix_cache_host_hits = 0;                       // of the hits, tokens restored from the host tier
   int host_pages_total = 0, host_pages_used = 0;            // the prefix cache's host tier
   int64_t steps = 0;
-  double step_seconds = 0;  // wall time spent inside step(), scheduling and sampling included
+  double step_seconds = 0;          // wall time spent inside step(), scheduling and sampling included
+  int64_t grammar_masks = 0;        // token masks computed for structured output
+  double grammar_mask_seconds = 0;  // host time they took (overlapping the forward passes)
+  double grammar_wait_seconds = 0;  // of it, time the step waited for them after the forward pass
 };
 
 class Engine {
@@ -96,6 +110,8 @@ class Engine {
   int reset_prefix_cache() { return sched_.reset_prefix_cache(); }
 
  private:
+  // Where a structured-output request stands.
+  enum class GrammarPhase { kNone, kReasoning, kPrelude, kActive };
   struct Active {
     Request req;
     uint64_t seed = 0;  // the request's seed or a random one; draw i is sample_uniform(seed, i)
@@ -103,12 +119,19 @@ class Engine {
     PenaltyState penalties;
     bool thinking = false;    // inside a reasoning span (only tracked with a thinking budget)
     int thinking_tokens = 0;  // tokens of the current span
+    GrammarPhase phase = GrammarPhase::kNone;
+    std::optional<grammar::Matcher> matcher;  // the output so far under req.grammar
   };
   // Bias, penalties and min_tokens bans for the request's next token.
   std::vector<LogitAdjustment> adjustments(const Active& a) const;
-  int32_t sample_on_host(Active& a, float* logits, int32_t vocab, std::optional<TokenLogprobs>* logprobs);
+  int32_t sample_on_host(Active& a, float* logits, int32_t vocab, const uint32_t* mask,
+                         std::optional<TokenLogprobs>* logprobs);
   FinishReason check_stop(const Active& a, int32_t token) const;
   static int32_t apply_thinking_budget(Active& a, int32_t sampled);
+  // Advances the grammar over a sampled token; false when the grammar refuses it.
+  static bool advance_grammar(Active& a, int32_t token);
+  // The token masks of requests whose grammar constrains their next token: one row of `words` per entry.
+  static void fill_masks(const std::vector<Active*>& rows, int32_t words, uint32_t* out);
 
   std::unique_ptr<ModelBackend> backend_;
   EngineOptions opt_;
@@ -119,6 +142,7 @@ class Engine {
   std::map<int64_t, Active> active_;
   int64_t next_id_ = 0;
   EngineStats counters_;
+  double mask_seconds_ = 0;  // the last step's mask computation (written by its task)
 };
 
 }  // namespace m3

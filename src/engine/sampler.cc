@@ -151,9 +151,15 @@ int32_t sample_token(const float* logits, int32_t vocab, const SamplingParams& p
   return sample_token(logits, vocab, sampling_row(params, u));
 }
 
+void apply_token_mask(std::span<float> logits, const uint32_t* mask) {
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (!token_mask_allows(mask, static_cast<int32_t>(i)))
+      logits[i] = -std::numeric_limits<float>::infinity();
+}
+
 std::vector<int32_t> sample_rows(std::span<float> logits, int32_t vocab, std::span<const SamplingRow> rows,
                                  std::span<const LogitAdjustment> adjustments,
-                                 std::vector<SampleMargins>* margins) {
+                                 std::vector<SampleMargins>* margins, std::span<const uint32_t> token_masks) {
   if (vocab <= 0 || logits.size() != rows.size() * static_cast<size_t>(vocab))
     fail(ErrorKind::kInternal, "sample_rows: logits do not hold one row of the vocabulary per sampling row");
   std::vector<int32_t> ids(rows.size());
@@ -166,6 +172,12 @@ std::vector<int32_t> sample_rows(std::span<float> logits, int32_t vocab, std::sp
     std::span<float> l = logits.subspan(r * vocab, vocab);
     apply_logit_adjustments(l, adjustments.subspan(row.adj_begin, row.adj_end - row.adj_begin),
                             row.penalties);
+    if (row.mask_row >= 0) {
+      const size_t words = token_mask_words(vocab);
+      if ((static_cast<size_t>(row.mask_row) + 1) * words > token_masks.size())
+        fail(ErrorKind::kInternal, "sample_rows: token-mask row out of bounds");
+      apply_token_mask(l, token_masks.data() + row.mask_row * words);
+    }
     ids[r] = sample_token(l.data(), vocab, row, margins ? &(*margins)[r] : nullptr);
   }
   return ids;

@@ -85,11 +85,15 @@ int32_t sample_token(const float* logits, int32_t vocab, const SamplingRow& row,
                      SampleMargins* margins = nullptr);
 int32_t sample_token(const float* logits, int32_t vocab, const SamplingParams& params, double u);
 
-// The CPU twin of cuda::sample_rows: for each row r, applies its entries to logits[r * vocab, ...) in place
-// and samples it. Returns one id per row.
+// Sets the ids `mask` (token_mask_words(vocab) words) does not allow to -inf.
+void apply_token_mask(std::span<float> logits, const uint32_t* mask);
+
+// The CPU twin of cuda::sample_rows: for each row r, applies its entries (and its token-mask row, when it has
+// one) to logits[r * vocab, ...) in place and samples it. Returns one id per row.
 std::vector<int32_t> sample_rows(std::span<float> logits, int32_t vocab, std::span<const SamplingRow> rows,
                                  std::span<const LogitAdjustment> adjustments,
-                                 std::vector<SampleMargins>* margins = nullptr);
+                                 std::vector<SampleMargins>* margins = nullptr,
+                                 std::span<const uint32_t> token_masks = {});
 
 TokenLogprobs compute_logprobs(const float* logits, int32_t vocab, int32_t chosen, int top_k);
 

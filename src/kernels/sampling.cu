@@ -581,7 +581,7 @@ __device__ uint32_t top_p_floor_key(float max_logit, float temperature, float to
 
 __global__ void __launch_bounds__(kThreads, 1)
     sample_kernel(float* logits, int V, const SamplingRow* rows, const LogitAdjustment* adjustments,
-                  int32_t* out) {
+                  const uint32_t* token_masks, int32_t* out) {
   __shared__ Shared sh;
   __cluster_barrier_arrive_relaxed();  // row_argmax waits for it before touching other CTAs
   Ctx cx;
@@ -598,6 +598,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int e = row.adj_begin + threadIdx.x; e < row.adj_end; e += kThreads) {
     const LogitAdjustment a = adjustments[e];
     if (a.id >= own0 && a.id < own1) l[a.id] = adjust_logit(l[a.id], a, row.penalties);
+  }
+  if (token_masks != nullptr && row.mask_row >= 0) {  // after the adjustments: a masked id stays -inf
+    __syncthreads();
+    const uint32_t* mask = token_masks + static_cast<int64_t>(row.mask_row) * token_mask_words(V);
+    for (int i = own0 + threadIdx.x; i < min(own1, V); i += kThreads)
+      if (!token_mask_allows(mask, i)) l[i] = -INFINITY;
   }
   __syncthreads();
   const Best best = row_argmax(l, cx, sh);
@@ -638,7 +644,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 }  // namespace
 
 void sample_rows(float* logits, int rows, int vocab, const SamplingRow* params,
-                 const LogitAdjustment* adjustments, int32_t* out, cudaStream_t stream) {
+                 const LogitAdjustment* adjustments, int32_t* out, cudaStream_t stream,
+                 const uint32_t* token_masks) {
   if (rows <= 0) return;
   if (vocab <= 0 || vocab > (1 << 18))
     fail(ErrorKind::kInternal, "sample_rows: vocab " + std::to_string(vocab) + " outside [1, 262144]");
@@ -662,7 +669,7 @@ void sample_rows(float* logits, int rows, int vocab, const SamplingRow* params,
   // memory leaves goes to the L1 cache.
   cudaFuncSetAttribute(sample_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                        cudaSharedmemCarveoutMaxL1);
-  cudaLaunchKernelEx(&cfg, sample_kernel, logits, vocab, params, adjustments, out);
+  cudaLaunchKernelEx(&cfg, sample_kernel, logits, vocab, params, adjustments, token_masks, out);
 }
 
 }  // namespace m3::cuda

@@ -433,7 +433,13 @@ ForwardOutput CudaModel::run(const ForwardBatch& batch, const ForwardOptions& op
     const LogitAdjustment* adj =
         batch.sampling_adjustments.empty() ? nullptr : m.to_device("sample.adj", batch.sampling_adjustments);
     int32_t* ids_out = m.buf<int32_t>("sample.out", R);
-    cuda::sample_rows(logits, R, c.vocab_size, rows, adj, ids_out, m.stream);
+    // The grammar masks arrive last: the engine computes them on the host while the step above runs.
+    const uint32_t* masks = nullptr;
+    if (batch.token_masks) {
+      const std::vector<uint32_t>& words = batch.token_masks();
+      if (!words.empty()) masks = m.to_device("sample.masks", words);
+    }
+    cuda::sample_rows(logits, R, c.vocab_size, rows, adj, ids_out, m.stream, masks);
     out.sampled.resize(R);
     M3_CUDA_CHECK(cudaMemcpyAsync(out.sampled.data(), ids_out, R * 4, cudaMemcpyDeviceToHost, m.stream));
   } else {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -39,6 +40,11 @@ struct ForwardBatch {
   // backend then returns ForwardOutput::sampled (the rule of engine/sampler.h) and need not return logits.
   std::vector<SamplingRow> sampling;
   std::vector<LogitAdjustment> sampling_adjustments;
+  // Optional, with `sampling`: the token-mask rows (token_mask_words(vocab) words each) that rows with
+  // mask_row >= 0 index. A function because the engine computes the masks on the host while the forward pass
+  // runs: a backend calls it right before it samples (it blocks until they are ready). Not sent to the other
+  // ranks: theirs sample unmasked, and only rank 0's ids are used.
+  std::function<const std::vector<uint32_t>&()> token_masks;
 };
 
 // Blocks one token attends in one MSA layer: [kv group] -> ascending block ids.

@@ -34,6 +34,7 @@ struct Batch {
   std::vector<float> logits;  // [rows, vocab]
   std::vector<SamplingRow> rows;
   std::vector<LogitAdjustment> adjustments;
+  std::vector<uint32_t> masks;  // token-mask rows (structured output) that rows with mask_row >= 0 index
 };
 
 void add_row(Batch& b, const std::vector<float>& logits, const SamplingParams& p, double u,
@@ -50,9 +51,11 @@ std::vector<int32_t> run_kernel(const Batch& b, std::vector<float>* adjusted, cu
   DeviceBuffer<float> logits(b.logits);
   DeviceBuffer<SamplingRow> params(b.rows);
   DeviceBuffer<LogitAdjustment> adj(b.adjustments);
+  DeviceBuffer<uint32_t> masks(b.masks);
   DeviceBuffer<int32_t> out(rows);
   out.fill_bytes(0xff);
-  cuda::sample_rows(logits.get(), rows, b.vocab, params.get(), adj.get(), out.get(), stream);
+  cuda::sample_rows(logits.get(), rows, b.vocab, params.get(), adj.get(), out.get(), stream,
+                    b.masks.empty() ? nullptr : masks.get());
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   if (adjusted) *adjusted = logits.download();
@@ -70,7 +73,7 @@ std::string describe(const SamplingRow& r) {
 int expect_same_ids(const Batch& b, const std::string& what) {
   std::vector<float> cpu_logits = b.logits;
   std::vector<SampleMargins> margins;
-  const std::vector<int32_t> want = sample_rows(cpu_logits, b.vocab, b.rows, b.adjustments, &margins);
+  const std::vector<int32_t> want = sample_rows(cpu_logits, b.vocab, b.rows, b.adjustments, &margins, b.masks);
   std::vector<float> gpu_logits;
   const std::vector<int32_t> got = run_kernel(b, &gpu_logits);
   EXPECT_EQ(run_kernel(b, nullptr), got) << what << ": the kernel is deterministic";
@@ -213,6 +216,55 @@ TEST(SamplingKernel, PenaltiesBiasAndBansMatch) {
       add_row(b, l, p, sample_uniform(31, r), logit_adjustments(p, state, banned, vocab));
     }
     expect_same_ids(b, "penalties V=" + std::to_string(vocab));
+  }
+}
+
+TEST(SamplingKernel, TokenMasksMatchTheCpu) {
+  // Structured-output masks at the real vocabulary and a ragged small one: sparse (a handful of ids, one id,
+  // ids at both ends of the row and of each CTA's slice), dense, and unmasked rows in the same launch, on
+  // greedy and sampled rows, with adjustments that a mask must override (a bias on a masked id).
+  M3_REQUIRE_GPU();
+  std::mt19937 rng(21);
+  for (int vocab : {kRealVocab, 1000}) {
+    Batch b;
+    b.vocab = vocab;
+    const int words = token_mask_words(vocab);
+    for (int r = 0; r < 12; ++r) {
+      SamplingParams p = r % 3 == 0 ? SamplingParams{} : random_params(rng, vocab);
+      if (r % 3 == 0) p.temperature = 0;
+      std::vector<LogitAdjustment> entries;
+      if (r % 4 == 1) {
+        LogitAdjustment a;
+        a.id = static_cast<int32_t>(rng() % vocab);
+        a.bias = 100;  // masked below unless the mask happens to allow it
+        entries.push_back(a);
+      }
+      add_row(b, random_logits(rng, vocab, 2.5f, 3), p, sample_uniform(77, r), entries);
+      if (r % 6 == 5) continue;  // unmasked
+      std::vector<uint32_t> mask(words, 0);
+      const int kind = r % 6;
+      if (kind == 0) {
+        mask[(vocab - 1) >> 5] |= 1u << ((vocab - 1) & 31);  // only the last id
+      } else if (kind == 1 || kind == 2) {
+        for (int i = 0; i < 7; ++i) {
+          const int id = static_cast<int>(rng() % vocab);
+          mask[id >> 5] |= 1u << (id & 31);
+        }
+        mask[0] |= 1u;  // id 0
+      } else {
+        for (int id = 0; id < vocab; ++id)
+          if (rng() % 4) mask[id >> 5] |= 1u << (id & 31);
+      }
+      b.rows.back().mask_row = static_cast<int32_t>(b.masks.size() / words);
+      b.masks.insert(b.masks.end(), mask.begin(), mask.end());
+    }
+    expect_same_ids(b, "masks V=" + std::to_string(vocab));
+    std::vector<float> gpu_logits;
+    const std::vector<int32_t> ids = run_kernel(b, &gpu_logits);
+    for (size_t r = 0; r < b.rows.size(); ++r)
+      if (b.rows[r].mask_row >= 0)
+        EXPECT_TRUE(token_mask_allows(b.masks.data() + size_t(b.rows[r].mask_row) * words, ids[r]))
+            << "row " << r << " picked masked id " << ids[r];
   }
 }
 
