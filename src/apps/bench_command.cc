@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "bench/grammar_bench.h"
 #include "bench/serve_bench.h"
 
 namespace m3 {
@@ -49,12 +50,33 @@ struct BenchServeArgs {
 }  // namespace
 
 void register_bench_command(CLI::App& app, int& exit_code) {
-  CLI::App* bench = app.add_subcommand(
-      "bench",
-      "Benchmarks (serve: load-test an OpenAI-compatible server; kernels: the CUDA kernel benchmarks)");
+  CLI::App* bench = app.add_subcommand("bench",
+                                       "Benchmarks (serve: load-test an OpenAI-compatible server; kernels: "
+                                       "the CUDA kernel benchmarks; grammar: "
+                                       "structured-output compile and mask times)");
   bench->require_subcommand(1);
   register_bench_serve_command(*bench, exit_code);
+  register_bench_grammar_command(*bench, exit_code);
   register_bench_kernels_command(*bench, exit_code);
+}
+
+void register_bench_grammar_command(CLI::App& bench, int& exit_code) {
+  auto o = std::make_shared<bench::GrammarBenchOptions>();
+  CLI::App* cmd = bench.add_subcommand(
+      "grammar",
+      "Structured output on the host: compile time per grammar and token-mask time per token and per batch "
+      "step, at the real vocabulary (any JSON object, each --schema, each --tools list's tool-call markup)");
+  cmd->add_option("--tokenizer", o->tokenizer, "tokenizer.json or a model directory")->required();
+  cmd->add_option("--eos-token-id", o->stop_ids, "EOS ids (default 200020, MiniMax-M3's)");
+  cmd->add_option("--schema", o->schemas, "a file holding a JSON schema (repeatable)");
+  cmd->add_option(
+      "--tools", o->tools,
+      "a file with tools: a list, a request body with \"tools\", or a recorded session (repeatable)");
+  cmd->add_option("--batch-sizes", o->batch_sizes, "rows stepped in lockstep (default 1 64)");
+  cmd->add_option("--steps", o->steps, "tokens per walk (default 128)");
+  cmd->add_option("--seed", o->seed, "random walk seed");
+  cmd->add_option("--result-json", o->result_json, "also write the results as JSON here");
+  cmd->callback([o, &exit_code] { exit_code = bench::run_grammar_benchmark(*o); });
 }
 
 void register_bench_kernels_command(CLI::App& bench, int& exit_code) {

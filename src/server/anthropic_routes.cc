@@ -10,6 +10,7 @@
 #include "server/json_body.h"
 #include "server/openai_params.h"
 #include "server/sse.h"
+#include "server/structured_output_params.h"
 
 namespace m3 {
 namespace {
@@ -82,6 +83,23 @@ void messages(ApiServer& server, const http::Request& req, Reply& res) {
   if (server.options().reasoning_parser) spec.text.reasoning = prompt.thinking;
   if (conv.tools.is_array() && conv.tool_choice != "none" && server.options().tool_parser)
     spec.text.tools = json::parse(prompt.tools.dump());
+  // Structured output: output_config.format, or tool_choice any / tool (the tool-call markup, arguments
+  // following the tools' input schemas).
+  std::optional<grammar::StructuredOutputSpec> format = anthropic_output_format(body);
+  const char* format_field = "output_config.format";
+  if ((conv.tool_choice == "any" || conv.tool_choice == "tool") && conv.tools.is_array()) {
+    if (format) reject("a forced 'tool_choice' cannot be combined with an output format", "tool_choice");
+    if (!server.options().tool_parser) reject("'tool_choice' needs --tool-call-parser", "tool_choice");
+    const ordered_json& tc = body["tool_choice"];
+    const bool parallel =
+        !(tc.contains("disable_parallel_tool_use") && tc["disable_parallel_tool_use"] == true);
+    const bool named = conv.tool_choice == "tool" && tc.contains("name") && tc["name"].is_string();
+    format = forced_tool_call(conv.tools, named ? tc["name"].get<std::string>() : "", parallel);
+    format_field = "tools";
+  }
+  if (format)
+    attach_grammar(ctx, *format, spec.text.reasoning.value_or(ThinkingStart::kStartsInContent),
+                   spec.text.reasoning.has_value(), format_field, spec);
   const bool stream = opt_bool(body, "stream").value_or(false);
 
   auto run = std::make_shared<GenerationRun>(server, spec);

@@ -192,6 +192,19 @@ void ApiServer::stop() {
   if (http_) http_->stop();
 }
 
+grammar::GrammarCache& ServingContext::grammar_cache() {
+  std::call_once(grammars->once, [&] {
+    const auto& eos = engine->config().eos_token_ids;
+    auto vocab = grammar::Vocabulary::from_tokenizer(tokenizer, std::vector<int32_t>(eos.begin(), eos.end()));
+    // The tool-call markup's tags are single special tokens the model writes.
+    std::vector<int32_t> specials;
+    for (const char* tag : {"<tool_call>", "</tool_call>", "]<]minimax[>["})
+      if (const auto id = tokenizer.token_to_id(tag)) specials.push_back(*id);
+    grammars->cache = std::make_unique<grammar::GrammarCache>(std::move(vocab), std::move(specials));
+  });
+  return *grammars->cache;
+}
+
 void ApiServer::attach(std::shared_ptr<ServingContext> ctx) {
   std::atomic_store(&ctx_, std::move(ctx));
 }

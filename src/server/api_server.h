@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -20,6 +21,7 @@
 #include "chat/api/chat_prompt.h"
 #include "chat/template/chat_template.h"
 #include "engine/async_engine.h"
+#include "grammar/structured_output.h"
 #include "http/message.h"
 #include "http/server.h"
 #include "server/api_error.h"
@@ -58,6 +60,13 @@ struct ServingContext {
   std::string bos_token, eos_token;  // strings the template sees
 
   PromptModel prompt_model() const { return {tokenizer, chat_template, bos_token, eos_token}; }
+  // Compiled structured-output grammars over this tokenizer's vocabulary, made on first use.
+  grammar::GrammarCache& grammar_cache();
+  struct GrammarSlot {
+    std::once_flag once;
+    std::unique_ptr<grammar::GrammarCache> cache;
+  };
+  std::shared_ptr<GrammarSlot> grammars = std::make_shared<GrammarSlot>();
 };
 
 // What a route handler answers: a whole response, or (defer) a body it produces later through the Responder.

@@ -145,11 +145,6 @@ void parse_openai_sampling(const nlohmann::ordered_json& j, const ApiServer& ser
     spec.n = static_cast<int>(*v);
   }
   if (j.contains("best_of") && !j["best_of"].is_null()) reject("'best_of' is not supported", "best_of");
-  if (j.contains("response_format") && j["response_format"].is_object() &&
-      j["response_format"].value("type", "text") != "text")
-    reject("'response_format' " + j["response_format"].value("type", "") +
-               " needs structured output, which this server does not support yet",
-           "response_format");
 
   if (chat) {
     const bool want = opt_bool(j, "logprobs").value_or(false);

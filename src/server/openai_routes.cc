@@ -7,6 +7,7 @@
 #include "server/json_body.h"
 #include "server/openai_params.h"
 #include "server/sse.h"
+#include "server/structured_output_params.h"
 
 namespace m3 {
 namespace {
@@ -165,6 +166,21 @@ void chat_completions(ApiServer& server, const http::Request& req, Reply& res) {
   }
   StreamOptions stream;
   parse_openai_sampling(body, server, /*chat=*/true, spec, stream);
+  // Structured output: response_format & co, or a forced tool choice (the tool-call markup, arguments
+  // following the tools' schemas).
+  const char* format_field = "";
+  std::optional<grammar::StructuredOutputSpec> format = openai_output_format(body, &format_field);
+  const ordered_json& choice = body.contains("tool_choice") ? body["tool_choice"] : ordered_json();
+  if (parse_tools && (choice == "required" || choice.is_object())) {
+    if (format)
+      reject("a forced 'tool_choice' cannot be combined with a structured output format", "tool_choice");
+    format = forced_tool_call(tools, choice.is_object() ? choice["function"]["name"].get<std::string>() : "",
+                              opt_bool(body, "parallel_tool_calls").value_or(true));
+    format_field = "tools";
+  }
+  if (format)
+    attach_grammar(ctx, *format, spec.text.reasoning.value_or(ThinkingStart::kStartsInContent),
+                   spec.text.reasoning.has_value(), format_field, spec);
   const int top_logprobs = spec.request.sampling.logprobs;
   const bool reasoning = spec.text.reasoning.has_value();
 
@@ -346,10 +362,13 @@ void completions(ApiServer& server, const http::Request& req, Reply& res) {
   std::vector<std::shared_ptr<GenerationRun>> runs;
   StreamOptions stream;
   int n = 1, logprobs = -1;
+  const char* format_field = "";
+  const std::optional<grammar::StructuredOutputSpec> format = openai_output_format(body, &format_field);
   for (const auto& ids : prompts) {
     GenerationSpec spec;
     spec.request.prompt = ids;
     parse_openai_sampling(body, server, /*chat=*/false, spec, stream);
+    if (format) attach_grammar(ctx, *format, ThinkingStart::kStartsInContent, false, format_field, spec);
     n = spec.n;
     logprobs = spec.request.sampling.logprobs;
     runs.push_back(std::make_shared<GenerationRun>(server, spec));

@@ -220,8 +220,10 @@ describe('tools', () => {
   });
 
   it('tool_choice any / tool / none', async () => {
+    // A forced choice admits only the markup after the reasoning (its grammar): the script without prose.
     for (const tool_choice of [{ type: 'any' }, { type: 'tool', name: 'get_weather' }, { type: 'auto' }]) {
-      const r = await client.messages.create({ model: MODEL_NAME, max_tokens: 200, messages: user('[weather]'),
+      const tag = tool_choice.type === 'auto' ? '[weather]' : '[weather-call]';
+      const r = await client.messages.create({ model: MODEL_NAME, max_tokens: 200, messages: user(tag),
                                                tools: [WEATHER], tool_choice });
       assert.equal(r.stop_reason, 'tool_use', JSON.stringify(tool_choice));
     }

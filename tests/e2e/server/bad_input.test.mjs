@@ -250,8 +250,10 @@ describe('request fields (rows 13-21)', () => {
   it('21: known but unsupported parameters are a 400', async () => {
     expectOpenAIError(assert, await complete({ best_of: 2 }), 400, 'best_of');
     expectOpenAIError(assert, await chat({ response_format: { type: 'json_schema',
-                                                              json_schema: { name: 'x', schema: {} } } }),
+                                                              json_schema: { name: 'x', schema: { not: {} } } } }),
                       400, 'response_format');
+    expectOpenAIError(assert, await chat({ response_format: { type: 'structural_tag' } }), 400,
+                      'response_format.type');
     expectOpenAIError(assert, await complete({ echo: true }), 400, 'echo');
     expectOpenAIError(assert, await complete({ suffix: 'tail' }), 400, 'suffix');
     assert.equal((await chat({ response_format: { type: 'text' } })).status, 200);

@@ -199,8 +199,11 @@ describe('tool calls', () => {
   });
 
   it('tool_choice auto / required / named parse the call', async () => {
+    // A forced choice admits only the markup after the reasoning (its grammar), so it gets the script without
+    // prose before the call.
     for (const tool_choice of ['auto', 'required', { type: 'function', function: { name: 'get_weather' } }]) {
-      const r = await both({ messages: user('Weather? [weather]'), tools, tool_choice });
+      const tag = tool_choice === 'auto' ? '[weather]' : '[weather-call]';
+      const r = await both({ messages: user(`Weather? ${tag}`), tools, tool_choice });
       assert.equal(r.finish, 'tool_calls', JSON.stringify(tool_choice));
       assert.equal(r.msg.tool_calls[0].function.name, 'get_weather');
       assertSame(r);

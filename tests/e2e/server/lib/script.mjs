@@ -50,6 +50,13 @@ export const SCRIPT = [
     output: '<mm:think>I need the weather tool.</mm:think>Let me check.' +
             toolBlock([{ name: 'get_weather', args: { city: 'Paris', days: '3' } }]),
   },
+  // The same call without prose before it: what a forced tool choice (whose grammar admits only the markup
+  // after the reasoning) lets through.
+  {
+    match: '[weather-call]',
+    output: '<mm:think>I need the weather tool.</mm:think>' +
+            toolBlock([{ name: 'get_weather', args: { city: 'Paris', days: '3' } }]),
+  },
   {
     match: '[parallel]',
     output: toolBlock([{ name: 'get_weather', args: { city: 'Oslo' } },
