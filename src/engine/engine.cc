@@ -308,14 +308,8 @@ std::vector<TokenEvent> Engine::step() {
                     mask_seconds_ =
                         std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
                   }).share();
-    auto wait = [this, masks_ready] {
-      const auto t = std::chrono::steady_clock::now();
+    batch.token_masks = [masks_ready, masks]() -> const std::vector<uint32_t>& {
       masks_ready.get();  // rethrows a failure of the mask task
-      counters_.grammar_wait_seconds +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-    };
-    batch.token_masks = [wait, masks]() -> const std::vector<uint32_t>& {
-      wait();
       return *masks;
     };
   }

@@ -86,8 +86,7 @@ struct EngineStats {
   int64_t steps = 0;
   double step_seconds = 0;          // wall time spent inside step(), scheduling and sampling included
   int64_t grammar_masks = 0;        // token masks computed for structured output
-  double grammar_mask_seconds = 0;  // host time they took (overlapping the forward passes)
-  double grammar_wait_seconds = 0;  // of it, time the step waited for them after the forward pass
+  double grammar_mask_seconds = 0;  // host time the steps' mask work took (overlapping the forward passes)
 };
 
 class Engine {

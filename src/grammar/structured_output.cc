@@ -32,6 +32,7 @@ std::string StructuredOutputSpec::key() const {
       k["tools"] = std::move(tools_json);
       k["only"] = only_tool;
       k["parallel"] = parallel;
+      k["content_first"] = content_first;
       break;
     }
   }
@@ -61,7 +62,7 @@ Grammar build_grammar(const StructuredOutputSpec& spec) {
       return g;
     }
     case StructuredOutputSpec::Kind::kToolCall:
-      return tool_call_grammar(spec.tools, spec.only_tool, spec.parallel);
+      return tool_call_grammar(spec.tools, spec.only_tool, spec.parallel, spec.content_first);
   }
   fail(ErrorKind::kInternal, "unknown structured output kind");
 }

@@ -30,6 +30,7 @@ struct StructuredOutputSpec {
   std::vector<ToolSpec> tools;       // kToolCall
   std::string only_tool;             // kToolCall: every call names this tool ("" = any)
   bool parallel = true;              // kToolCall: more than one call allowed
+  bool content_first = false;  // kToolCall: prose may come first and the block is optional (auto choice)
 
   // The canonical text of the spec: the cache key.
   std::string key() const;

@@ -244,7 +244,8 @@ class XmlEncoding final : public schema::ValueEncoding {
 
 }  // namespace
 
-Grammar tool_call_grammar(const std::vector<ToolSpec>& tools, std::string_view only, bool parallel) {
+Grammar tool_call_grammar(const std::vector<ToolSpec>& tools, std::string_view only, bool parallel,
+                          bool content_first) {
   static const Json kAnyParameters = {{"type", "object"}, {"additionalProperties", true}};
   Grammar g;
   std::vector<Sequence> invokes;
@@ -272,9 +273,16 @@ Grammar tool_call_grammar(const std::vector<ToolSpec>& tools, std::string_view o
                       : "tool_choice names '" + std::string(only) + "', which is not among the tools");
   const Symbol invoke = g.choice("invoke", std::move(invokes));
   const int32_t root = g.add_rule("root");
-  g.add_alternative(root, concat({g.literal(kNs + "<tool_call>\n"),
-                                  {parallel ? g.plus("invokes", {invoke}) : invoke},
-                                  g.literal(kNs + "</tool_call>")}));
+  const Sequence block = concat({g.literal(kNs + "<tool_call>\n"),
+                                 {parallel ? g.plus("invokes", {invoke}) : invoke},
+                                 g.literal(kNs + "</tool_call>")});
+  if (content_first) {  // prose without the marker, then the block or nothing
+    const Symbol content = XmlEncoding(g, "content").any();
+    g.add_alternative(root, concat({{content}, block}));
+    g.add_alternative(root, {content});
+  } else {
+    g.add_alternative(root, block);
+  }
   g.set_root(root);
   g.validate();
   return g;

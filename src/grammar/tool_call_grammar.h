@@ -44,10 +44,12 @@ struct ToolSpec {
 //
 // The whole block: "]<]minimax[>[<tool_call>\n", then one invoke per call (one or more when `parallel`,
 // else exactly one), each "]<]minimax[>[<invoke name=\"NAME\">" + parameters + "]<]minimax[>[</invoke>\n",
-// then "]<]minimax[>[</tool_call>". `only` non-empty: every invoke names that tool. Throws kInvalidArgument
+// then "]<]minimax[>[</tool_call>". `only` non-empty: every invoke names that tool. `content_first` (auto
+// tool choice with strict tools): text without the marker first, then the block or nothing. Throws
+// kInvalidArgument
 // ("tools[2].parameters: unsupported keyword 'X' at /properties/foo") for schemas it cannot honour, for a
 // tool name the markup cannot carry, and when `only` is not among the tools.
 Grammar tool_call_grammar(const std::vector<ToolSpec>& tools, std::string_view only = {},
-                          bool parallel = true);
+                          bool parallel = true, bool content_first = false);
 
 }  // namespace m3::grammar

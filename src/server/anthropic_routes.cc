@@ -96,6 +96,9 @@ void messages(ApiServer& server, const http::Request& req, Reply& res) {
     const bool named = conv.tool_choice == "tool" && tc.contains("name") && tc["name"].is_string();
     format = forced_tool_call(conv.tools, named ? tc["name"].get<std::string>() : "", parallel);
     format_field = "tools";
+  } else if (!format && conv.tool_choice == "auto" && conv.tools.is_array() && server.options().tool_parser) {
+    format = strict_tool_calls(body["tools"], true);  // strict tools' calls follow their schemas
+    format_field = "tools";
   }
   if (format)
     attach_grammar(ctx, *format, spec.text.reasoning.value_or(ThinkingStart::kStartsInContent),

@@ -101,6 +101,10 @@ std::string Metrics::render(const EngineStats& e) const {
     counter("m3:kv_host_tier_hits_total", static_cast<double>(e.prefix_cache_host_hits));
     gauge("m3:kv_host_tier_usage_perc", static_cast<double>(e.host_pages_used) / e.host_pages_total);
   }
+  // Structured output: token masks computed, and the host time of the steps' mask work (it overlaps the
+  // forward passes: compare TPOT with and without a grammar for what it adds).
+  counter("m3:structured_output_masks_total", static_cast<double>(e.grammar_masks));
+  counter("m3:structured_output_mask_seconds_total", e.grammar_mask_seconds);
   counter("vllm:prompt_tokens_total", static_cast<double>(prompt_tokens_));
   counter("vllm:generation_tokens_total", static_cast<double>(generation_tokens_));
   out += "# TYPE vllm:request_success_total counter\n";

@@ -177,6 +177,9 @@ void chat_completions(ApiServer& server, const http::Request& req, Reply& res) {
     format = forced_tool_call(tools, choice.is_object() ? choice["function"]["name"].get<std::string>() : "",
                               opt_bool(body, "parallel_tool_calls").value_or(true));
     format_field = "tools";
+  } else if (parse_tools && !format) {  // auto: strict tools' calls follow their schemas
+    format = strict_tool_calls(tools, opt_bool(body, "parallel_tool_calls").value_or(true));
+    format_field = "tools";
   }
   if (format)
     attach_grammar(ctx, *format, spec.text.reasoning.value_or(ThinkingStart::kStartsInContent),

@@ -1,6 +1,7 @@
 // Reading structured-output request fields and attaching the compiled grammar.
 #include "server/structured_output_params.h"
 
+#include <algorithm>
 #include <string>
 
 #include "common/error.h"
@@ -185,15 +186,39 @@ std::optional<StructuredOutputSpec> anthropic_output_format(const ordered_json& 
   return json_schema_spec(schema_of((*format)["schema"], field), /*strict=*/true);
 }
 
+namespace {
+
+// A tool's definition: OpenAI's {type, function: {...}} or a flat one (Anthropic's {name, input_schema}).
+const ordered_json& definition(const ordered_json& t) {
+  return t.contains("function") ? t["function"] : t;
+}
+
+bool is_strict(const ordered_json& t) {
+  const ordered_json& f = definition(t);
+  return f.contains("strict") && f["strict"] == true;
+}
+
+}  // namespace
+
+std::optional<StructuredOutputSpec> strict_tool_calls(const ordered_json& tools, bool parallel) {
+  if (!tools.is_array() || std::none_of(tools.begin(), tools.end(), is_strict)) return std::nullopt;
+  StructuredOutputSpec s = forced_tool_call(tools, "", parallel);
+  s.content_first = true;
+  for (size_t i = 0; i < s.tools.size(); ++i)
+    if (!is_strict(tools[i])) s.tools[i].parameters = nullptr;  // any parameters
+  return s;
+}
+
 StructuredOutputSpec forced_tool_call(const ordered_json& tools, const std::string& only, bool parallel) {
   StructuredOutputSpec s;
   s.kind = Kind::kToolCall;
   s.only_tool = only;
   s.parallel = parallel;
   for (const auto& t : tools) {
-    const auto& f = t.contains("function") ? t["function"] : t;
+    const auto& f = definition(t);
     grammar::ToolSpec tool;
     tool.name = f["name"].get<std::string>();
+    if (f.contains("input_schema") && f["input_schema"].is_object()) tool.parameters = f["input_schema"];
     if (f.contains("parameters") && f["parameters"].is_object()) tool.parameters = f["parameters"];
     s.tools.push_back(std::move(tool));
   }

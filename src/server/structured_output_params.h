@@ -29,6 +29,12 @@ std::optional<grammar::StructuredOutputSpec> anthropic_output_format(const nlohm
 grammar::StructuredOutputSpec forced_tool_call(const nlohmann::ordered_json& tools, const std::string& only,
                                                bool parallel);
 
+// Auto tool choice when a tool sets `strict` (OpenAI function.strict, Anthropic tool.strict): prose first,
+// then optionally the markup, where strict tools' arguments follow their schemas (the others' are free text).
+// nullopt when no tool is strict.
+std::optional<grammar::StructuredOutputSpec> strict_tool_calls(const nlohmann::ordered_json& tools,
+                                                               bool parallel);
+
 // Compiles `spec` (through the server's cache) and sets spec.request.grammar, waiting for the reasoning to
 // end first when the reasoning parser is on. `field` names the request field in errors.
 void attach_grammar(ServingContext& ctx, const grammar::StructuredOutputSpec& spec, ThinkingStart start,

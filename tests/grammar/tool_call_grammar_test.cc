@@ -112,6 +112,19 @@ TEST(ToolCallGrammarBlock, InvokesParallelAndNamed) {
             (std::vector<std::string>{R"({"city": "Paris"})", "{}"}));
 }
 
+TEST(ToolCallGrammarBlock, ContentFirstForAutoChoiceWithStrictTools) {
+  const std::vector<ToolSpec> tools = {tool("get_weather", kWeather)};
+  const Grammar g = tool_call_grammar(tools, {}, true, /*content_first=*/true);
+  const std::string paris = block({invoke("get_weather", param("city", "Paris"))});
+  EXPECT_TRUE(matches(g, ""));
+  EXPECT_TRUE(matches(g, "Just prose, with ] and <tags>."));
+  EXPECT_TRUE(matches(g, "Let me check." + paris));
+  EXPECT_TRUE(matches(g, paris));
+  EXPECT_FALSE(matches(g, "Let me check." + NS + "stray"));  // the marker only opens the block
+  EXPECT_FALSE(matches(g, "x" + block({invoke("get_weather", param("town", "Paris"))})));
+  EXPECT_FALSE(matches(g, paris + "after"));
+}
+
 TEST(ToolCallGrammarStrings, RawTextWithoutTheMarker) {
   expect_params(
       kWeather,

@@ -229,6 +229,21 @@ describe('forced tool choice', () => {
     assert.ok(finished >= 4, `only ${finished} of 6 forced tool uses completed`);
   });
 
+  it('auto tool choice with a strict tool: prose, then calls whose arguments follow the schema', async () => {
+    const tools = [{ type: 'function', function: { name: 'book', strict: true, parameters: BOOKING.input_schema } },
+                   { type: 'function', function: { name: 'free', parameters: { type: 'object' } } }];
+    let calls = 0;
+    for (const seed of [1, 2, 3, 4]) {
+      const choice = await chat({ tools, seed, max_tokens: 600, logit_bias: { [MARKER]: 8 } });
+      if (choice.finish_reason === 'length') continue;
+      for (const c of choice.message.tool_calls ?? []) {
+        if (c.function.name === 'book') validates(BOOKING.input_schema, JSON.parse(c.function.arguments), 'strict call');
+        ++calls;
+      }
+    }
+    assert.ok(calls >= 2, `only ${calls} calls`);
+  });
+
   it('Anthropic output_config.format holds the text to the schema, streaming too', async () => {
     const schema = BOOKING.input_schema;
     const body = { model: MODEL_NAME, max_tokens: 800, thinking: { type: 'disabled' },
