@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -254,6 +255,20 @@ class Walker {
   // conflict.
   const Json& merge(const Json& s, std::string_view skip, const Json& other, const std::string& ptr) {
     if (!other.is_object()) enc_.fail("cannot combine a boolean schema with its siblings", ptr);
+    // additionalProperties looks only at its own schema's properties: merged, the other side's would pass as
+    // listed ones.
+    const auto closes_over = [&](const Json& a, const Json& b) {
+      if (!a.contains("additionalProperties") || a["additionalProperties"] == true ||
+          !b.contains("properties"))
+        return false;
+      for (const auto& [name, unused] : b["properties"].items())
+        if (!a.contains("properties") || !a["properties"].contains(name)) return true;
+      return false;
+    };
+    if (closes_over(s, other) || closes_over(other, s))
+      enc_.fail(
+          "additionalProperties beside properties from a combined schema (allOf, $ref) is not supported",
+          ptr);
     Json out = Json::object();
     for (const auto& [key, v] : s.items())
       if (key != skip && !kAnnotations.count(key)) out[key] = v;
@@ -291,6 +306,25 @@ class Walker {
       if (std::find(kinds.begin(), kinds.end(), it->second) == kinds.end()) kinds.push_back(it->second);
     }
     return kinds;
+  }
+
+  // Whether no value can match both alternatives (coarsely: kinds that share no value, or enums without a
+  // shared value of the other's kind).
+  static bool disjoint(const Branch& a, const Branch& b) {
+    if (a.kind == Kind::kAny || b.kind == Kind::kAny) return false;
+    if (a.kind == Kind::kEnum && b.kind == Kind::kEnum) {
+      for (const Json& v : *a.values)
+        if (std::find(b.values->begin(), b.values->end(), v) != b.values->end()) return false;
+      return true;
+    }
+    if (a.kind == Kind::kEnum || b.kind == Kind::kEnum) {
+      const Branch& e = a.kind == Kind::kEnum ? a : b;
+      const Kind other = a.kind == Kind::kEnum ? b.kind : a.kind;
+      return std::none_of(e.values->begin(), e.values->end(),
+                          [&](const Json& v) { return has_kind(v, {other}); });
+    }
+    const auto numeric = [](Kind k) { return k == Kind::kInteger || k == Kind::kNumber; };
+    return a.kind != b.kind && !(numeric(a.kind) && numeric(b.kind));
   }
 
   static bool has_kind(const Json& v, const std::vector<Kind>& kinds) {
@@ -333,12 +367,25 @@ class Walker {
       if (!list.is_array() || list.empty()) enc_.fail(std::string(key) + " must be a non-empty array", ptr);
       const bool siblings = has_constraints(s, key);
       std::vector<Branch> out;
+      std::vector<size_t> starts;  // where each listed schema's alternatives begin in `out`
       for (size_t i = 0; i < list.size(); ++i) {
         std::string p = ptr + "/" + key + "/" + std::to_string(i);
         std::vector<Branch> part = siblings ? flatten(merge(s, key, deref(list[i], &p), p), p, depth + 1)
                                             : flatten(list[i], p, depth + 1);
+        starts.push_back(out.size());
         out.insert(out.end(), part.begin(), part.end());
       }
+      starts.push_back(out.size());
+      // oneOf = exactly one: a grammar can only take the union, which is exact when no value matches two.
+      if (std::string_view(key) == "oneOf")
+        for (size_t i = 0; i + 1 < list.size(); ++i)
+          for (size_t j = i + 1; j < list.size(); ++j)
+            for (size_t a = starts[i]; a < starts[i + 1]; ++a)
+              for (size_t b = starts[j]; b < starts[j + 1]; ++b)
+                if (!disjoint(out[a], out[b]))
+                  enc_.fail("oneOf branches " + std::to_string(i) + " and " + std::to_string(j) +
+                                " may both match a value (only disjoint branches are supported: use anyOf)",
+                            ptr);
       return out;
     }
     if (s.contains("enum") || s.contains("const")) {  // both: the enum values equal to the const
@@ -517,8 +564,10 @@ class Walker {
       spec.properties.push_back(
           {name, value(sub, ptr + "/properties/" + pointer_token(name)), req, null_only});
     }
+    for (const auto& [name, unused] : props.items()) spec.listed_keys.push_back(name);
     for (const std::string& name : required) {
       if (props.contains(name)) continue;
+      spec.listed_keys.push_back(name);
       if (!spec.extra)
         enc_.fail("required property '" + name + "' is not allowed by additionalProperties", ptr);
       spec.properties.push_back({name, spec.extra_value, true, false});
@@ -670,7 +719,7 @@ class JsonEncoding final : public ValueEncoding {
   // yet (at least one to come)", R_i = "the rest from property i, after something was written".
   Symbol object(const ObjectSpec& spec) override {
     const Sequence extra_pair =
-        spec.extra ? concat({{json_string()}, colon(), {spec.extra_value}}) : Sequence{};
+        spec.extra ? concat({{key_not_in(spec.listed_keys)}, colon(), {spec.extra_value}}) : Sequence{};
     Symbol rest = spec.extra ? g_.star("more_extras", concat({sep(), extra_pair})) : empty();
     std::optional<Symbol> first;
     if (spec.extra) first = g_.intern("extras", {concat({extra_pair, {rest}})});
@@ -703,6 +752,46 @@ class JsonEncoding final : public ValueEncoding {
             {g_.literal("["), ws(), {k > 0 ? spec.prefix[0] : spec.rest_value, *t}, ws(), g_.literal("]")}));
     }
     return g_.choice("array", std::move(alts));
+  }
+
+  // An additional property's key: any JSON string when nothing is listed, else one that is none of `names`:
+  // raw printable ASCII without escapes (so no spelling of a listed name slips through), through a trie of
+  // the names.
+  Symbol key_not_in(const std::vector<std::string>& names) {
+    if (names.empty()) return json_string();
+    struct Node {
+      std::map<uint8_t, int> kids;
+      bool is_name = false;
+    };
+    std::vector<Node> trie(1);
+    const auto key_char = [](uint8_t c) { return c >= 0x20 && c < 0x7F && c != '"' && c != '\\'; };
+    for (const std::string& name : names) {
+      if (!std::all_of(name.begin(), name.end(), [&](char c) { return key_char(static_cast<uint8_t>(c)); }))
+        continue;  // a key of raw printable ASCII never spells it
+      int n = 0;
+      for (char c : name) {
+        const auto [it, added] = trie[n].kids.emplace(static_cast<uint8_t>(c), static_cast<int>(trie.size()));
+        if (added) trie.emplace_back();
+        n = it->second;
+      }
+      trie[n].is_name = true;
+    }
+    ByteSet all;
+    for (int c = 0; c < 256; ++c)
+      if (key_char(static_cast<uint8_t>(c))) all.add(static_cast<uint8_t>(c));
+    const Symbol rest = g_.star("key_rest", {g_.bytes(all)});
+    const std::function<Symbol(int)> after = [&](int n) {  // the key's rest after trie node n
+      std::vector<Sequence> alts;
+      if (!trie[n].is_name) alts.push_back({});
+      ByteSet off;
+      for (int c = 0; c < 256; ++c)
+        if (key_char(static_cast<uint8_t>(c)) && !trie[n].kids.count(static_cast<uint8_t>(c)))
+          off.add(static_cast<uint8_t>(c));
+      if (!off.empty()) alts.push_back({g_.bytes(off), rest});
+      for (const auto& [c, kid] : trie[n].kids) alts.push_back({g_.bytes(ByteSet::of(c)), after(kid)});
+      return g_.choice("unlisted_key", std::move(alts));
+    };
+    return g_.intern("extra_key", {concat({g_.literal("\""), {after(0)}, g_.literal("\"")})});
   }
 
   Symbol any() override {

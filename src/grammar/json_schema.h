@@ -30,11 +30,13 @@ struct JsonGrammarOptions {
 // What a schema may say. Supported: type (string, number, integer, boolean, null, object, array, lists),
 // enum, const, properties + required (keys in schema order, optional ones may be skipped: exactly the objects
 // with keys in that order, as xgrammar), additionalProperties (false / true / schema: extra keys come after
-// the listed ones and may be ANY key string, even a listed one, as in xgrammar), minProperties/maxProperties
+// the listed ones and are never a listed name: raw printable ASCII without escapes when names are listed;
+// not beside properties merged from allOf / $ref, which it would not see), minProperties/maxProperties
 // only when the rest of the schema already implies them, items (schema / true / false), prefixItems,
 // minItems/maxItems, minLength/ maxLength (characters; an escape sequence is one), pattern (grammar/regex.h,
 // whole-string match), format (date-time date time email uuid ipv4 ipv6 hostname uri, each a regex), anyOf,
-// oneOf (as anyOf), allOf with one schema, $ref to "#", "#/$defs/..", "#/definitions/.." (recursion: one rule
+// oneOf when no value can match two branches (then it equals anyOf; overlapping branches are refused), allOf
+// with one schema, $ref to "#", "#/$defs/..", "#/definitions/.." (recursion: one rule
 // per definition), integer minimum/maximum/exclusiveMinimum/exclusiveMaximum exactly (digit-range grammars),
 // number bounds only as minimum 0 / exclusiveMinimum 0. Annotations (title, description, default, examples,
 // $schema, $id, $comment, deprecated, readOnly, writeOnly, contentMediaType, contentEncoding) are ignored;
@@ -81,6 +83,7 @@ struct PropertySpec {
 struct ObjectSpec {
   std::vector<PropertySpec> properties;  // schema order, then required names not listed in `properties`
   bool extra = false;                    // additional properties allowed (after the listed ones)
+  std::vector<std::string> listed_keys;  // every name `properties` or `required` lists: no additional key
   Symbol extra_value;
   std::string pointer;
 };

@@ -61,15 +61,14 @@ class XmlEncoding final : public schema::ValueEncoding {
 
   Symbol object(const schema::ObjectSpec& spec) override {
     Sequence body;
-    std::vector<std::string> names;
     for (const schema::PropertySpec& p : spec.properties) {
       check_tag(p.name, spec.pointer);
-      names.push_back(p.name);
       if (p.null_only && !p.required) continue;  // the template leaves null arguments out
       const Sequence e = element(g_.literal(p.name), p.value);
       body.push_back(p.required ? g_.intern("param", {e}) : g_.optional("param", e));
     }
-    if (spec.extra) body.push_back(g_.star("extra_params", element({extra_key(names)}, spec.extra_value)));
+    if (spec.extra)
+      body.push_back(g_.star("extra_params", element({extra_key(spec.listed_keys)}, spec.extra_value)));
     return g_.intern("params", {body});
   }
 

@@ -201,11 +201,17 @@ TEST(JsonSchemaObjects, TypeFromKeywordsAndFalseProperties) {
                   {R"({"a":"x"})", R"({"b":-1})", R"({"c":1})", "[]", R"("xy")"});
 }
 
-TEST(JsonSchemaObjects, CombinedSchemasListOuterPropertiesFirst) {
+TEST(JsonSchemaObjects, CombinedSchemasAndAdditionalProperties) {
+  // Merged allOf / $ref properties come after the outer ones.
   const Grammar g = compile(R"({"$defs": {"base": {"type": "object", "properties": {"x": {"type": "integer"}},
-      "required": ["x"]}}, "allOf": [{"$ref": "#/$defs/base"}], "properties": {"y": {"type": "boolean"}},
-      "additionalProperties": false})");
-  expect_language(g, {R"({"x":1})", R"({"y":true,"x":1})"}, {R"({"x":1,"y":true})", R"({"y":true})"});
+      "required": ["x"]}}, "allOf": [{"$ref": "#/$defs/base"}], "properties": {"y": {"type": "boolean"}}})");
+  expect_language(g, {R"({"x":1})", R"({"y":true,"x":1})"}, {R"({"y":true})", R"({"x":"1"})"});
+  // additionalProperties sees only its own schema's properties (JSON Schema): merged, the other side's
+  // would pass as listed ones, so the combination is refused rather than enforced wrongly.
+  EXPECT_NE(error_of(R"({"$defs": {"base": {"properties": {"x": {"type": "integer"}}}}, "allOf": [{"$ref":
+      "#/$defs/base"}], "properties": {"y": {"type": "boolean"}}, "additionalProperties": false})")
+                .find("combined schema"),
+            std::string::npos);
   expect_language(compile(R"({"enum": [1, 2, 3], "const": 2})"), {"2"}, {"1", "3"});
 }
 
@@ -251,10 +257,9 @@ TEST(JsonSchemaCombinators, AnyOfOneOfAllOf) {
   expect_language(compile(R"({"allOf": [{"type": "integer", "minimum": 3}], "description": "d"})"), {"3"},
                   {"2"});
   // Siblings of anyOf apply to every branch.
-  expect_language(
-      compile(R"({"type": "object", "properties": {"k": {"type": "integer"}}, "additionalProperties": false,
+  expect_language(compile(R"({"type": "object", "properties": {"k": {"type": "integer"}},
       "anyOf": [{"required": ["k"]}, {"properties": {"j": {"type": "boolean"}}}]})"),
-      {R"({"k":1})", "{}", R"({"k":1,"j":true})"}, {R"({"j":1})"});
+                  {R"({"k":1})", "{}", R"({"k":1,"j":true})"}, {R"({"j":1})", R"({"k":"1"})"});
   expect_language(compile(R"({"anyOf": [false, {"type": "null"}]})"), {"null"}, {"1"});
 }
 
