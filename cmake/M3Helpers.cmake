@@ -21,12 +21,16 @@ function(m3_test name)
                        PROPERTIES LABELS "${T_LABELS}" DISCOVERY_TIMEOUT 60)
 endfunction()
 
-# m3_fuzz_target(NAME SOURCE DEPS ...): a libFuzzer target (LLVMFuzzerTestOneInput).
+# m3_fuzz_target(NAME SOURCE DEPS ... [RUNS N]): a libFuzzer target (LLVMFuzzerTestOneInput); RUNS: the
+# libFuzzer smoke's iterations (default 20000).
 # With clang and M3_LIBFUZZER=ON it links libFuzzer; otherwise it links a small deterministic driver
 # (fuzz/standalone_driver.cc) that replays the seed corpus and random mutations of it. Either way ctest
 # runs a short smoke (label fuzz-smoke) over fuzz/corpus/NAME.
 function(m3_fuzz_target name source)
-  cmake_parse_arguments(F "" "" "DEPS" ${ARGN})
+  cmake_parse_arguments(F "" "RUNS" "DEPS" ${ARGN})
+  if(NOT F_RUNS)
+    set(F_RUNS 20000)
+  endif()
   add_executable(${name} ${source})
   target_link_libraries(${name} PRIVATE ${F_DEPS})
   if(M3_LIBFUZZER)
@@ -35,7 +39,7 @@ function(m3_fuzz_target name source)
     # libFuzzer adds new inputs to its first corpus directory: give it a scratch one, the seeds second.
     set(scratch ${CMAKE_CURRENT_BINARY_DIR}/${name}_corpus)
     file(MAKE_DIRECTORY ${scratch})
-    add_test(NAME ${name}_smoke COMMAND ${name} -runs=20000 -max_len=4096 ${scratch} ${PROJECT_SOURCE_DIR}/fuzz/corpus/${name})
+    add_test(NAME ${name}_smoke COMMAND ${name} -runs=${F_RUNS} -max_len=4096 ${scratch} ${PROJECT_SOURCE_DIR}/fuzz/corpus/${name})
   else()
     target_sources(${name} PRIVATE ${PROJECT_SOURCE_DIR}/fuzz/standalone_driver.cc)
     add_test(NAME ${name}_smoke COMMAND ${name} ${PROJECT_SOURCE_DIR}/fuzz/corpus/${name} 3000)

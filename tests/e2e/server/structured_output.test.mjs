@@ -2,7 +2,8 @@
 // between it and invalid output. Through the official `openai` and `@anthropic-ai/sdk` clients and raw HTTP,
 // streaming and not: response_format json_schema (strict) and json_object, vLLM's structured_outputs /
 // guided_* (regex, choice, EBNF grammar), forced tool choice (OpenAI required / named, Anthropic any / tool)
-// over Claude Code's own tool list, and Anthropic output_config.format. Every answer that finishes is checked
+// over Claude Code's own tool list, and Anthropic output_config.format; schemas from Claude Code's tools, the
+// JSON Schema Test Suite (tests/fixtures/json_schema_test_suite) and hand-written nested / recursive ones. Every answer that finishes is checked
 // with ajv against its schema; a cut one must say finish_reason "length". Noise picks a string's closing quote
 // about once in 10^4 tokens, so most requests raise it with logit_bias (the OpenAI parameter) or bound their
 // strings: a bias only changes which allowed token is likely, never what the grammar allows.
@@ -30,7 +31,8 @@ const QUOTE = 34;        // '"'
 const MARKER = 200058;   // ]<]minimax[>[ : ends a tool-call string value
 const SHORTEN = { [QUOTE]: 5, [MARKER]: 5 };
 const NO_THINKING = { reasoning_effort: 'none' };
-const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: false });
+// ownProperties: a schema may name properties like 'constructor' that every JS object inherits.
+const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: false, ownProperties: true });
 const CLAUDE_CODE_TOOLS = JSON.parse(fs.readFileSync(path.join(REPO, 'tests/fixtures/claude_code/session.json')))
   .requests[0].body.tools;
 
@@ -82,6 +84,29 @@ describe('JSON schema (OpenAI response_format)', () => {
       ++finished;
     })));
     assert.ok(finished >= corpus.length, `only ${finished} of ${2 * corpus.length} answers completed`);
+  });
+
+  it('every answer over the JSON Schema Test Suite schemas the server takes validates', async () => {
+    const dir = path.join(REPO, 'tests/fixtures/json_schema_test_suite');
+    const groups = fs.readdirSync(dir).filter((f) => f.endsWith('.json'))
+      .flatMap((f) => JSON.parse(fs.readFileSync(path.join(dir, f))).map((g) => [`${f}: ${g.description}`, g.schema]));
+    let taken = 0, finished = 0;
+    for (let i = 0; i < groups.length; i += 32) {
+      await Promise.all(groups.slice(i, i + 32).map(async ([name, schema]) => {
+        const r = await postJSON(server, '/v1/chat/completions', {
+          model: MODEL_NAME, messages: [{ role: 'user', content: 'Go.' }], ...NO_THINKING, seed: 1, max_tokens: 400,
+          logit_bias: SHORTEN, structured_outputs: { json: schema, disable_any_whitespace: true } });
+        if (r.status === 400) return;  // a keyword the engine refuses (named in the error)
+        assert.equal(r.status, 200, `${name}: ${r.text}`);
+        ++taken;
+        const choice = r.json.choices[0];
+        if (choice.finish_reason === 'length') return;
+        validates(schema, JSON.parse(choice.message.content), name);
+        ++finished;
+      }));
+    }
+    assert.ok(taken > 90, `only ${taken} of ${groups.length} suite schemas compiled`);
+    assert.ok(finished * 10 > taken * 8, `only ${finished} of ${taken} answers completed`);
   });
 
   it('streaming gives the same answer as non-streaming, through the openai client', async () => {
