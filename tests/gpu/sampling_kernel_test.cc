@@ -73,7 +73,8 @@ std::string describe(const SamplingRow& r) {
 int expect_same_ids(const Batch& b, const std::string& what) {
   std::vector<float> cpu_logits = b.logits;
   std::vector<SampleMargins> margins;
-  const std::vector<int32_t> want = sample_rows(cpu_logits, b.vocab, b.rows, b.adjustments, &margins, b.masks);
+  const std::vector<int32_t> want =
+      sample_rows(cpu_logits, b.vocab, b.rows, b.adjustments, &margins, b.masks);
   std::vector<float> gpu_logits;
   const std::vector<int32_t> got = run_kernel(b, &gpu_logits);
   EXPECT_EQ(run_kernel(b, nullptr), got) << what << ": the kernel is deterministic";
@@ -261,10 +262,11 @@ TEST(SamplingKernel, TokenMasksMatchTheCpu) {
     expect_same_ids(b, "masks V=" + std::to_string(vocab));
     std::vector<float> gpu_logits;
     const std::vector<int32_t> ids = run_kernel(b, &gpu_logits);
-    for (size_t r = 0; r < b.rows.size(); ++r)
-      if (b.rows[r].mask_row >= 0)
-        EXPECT_TRUE(token_mask_allows(b.masks.data() + size_t(b.rows[r].mask_row) * words, ids[r]))
-            << "row " << r << " picked masked id " << ids[r];
+    for (size_t r = 0; r < b.rows.size(); ++r) {
+      if (b.rows[r].mask_row < 0) continue;
+      EXPECT_TRUE(token_mask_allows(b.masks.data() + size_t(b.rows[r].mask_row) * words, ids[r]))
+          << "row " << r << " picked masked id " << ids[r];
+    }
   }
 }
 
