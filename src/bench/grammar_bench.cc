@@ -93,12 +93,14 @@ WalkResult walk(const grammar::TokenGrammar& g, int batch, int steps, uint32_t s
   std::vector<grammar::Matcher> rows(batch, g.matcher());
   std::vector<uint32_t> masks(static_cast<size_t>(batch) * words);
   std::mt19937 rng(seed);
+  grammar::MaskWorkers workers;  // as the engine fills a batch's masks
   WalkResult r;
   for (int step = 0; step < steps; ++step) {
     std::vector<grammar::MaskJob> jobs;
-    for (grammar::Matcher& m : rows) jobs.push_back({&g, &m});
+    for (grammar::Matcher& m : rows) jobs.push_back({&g, &m, {}});
     const auto t = Clock::now();
-    grammar::fill_masks(jobs, words, masks.data());
+    workers.submit(std::move(jobs), words, masks.data());
+    workers.wait();
     r.step_us.push_back(since(t) * 1e6);
     for (int b = 0; b < batch; ++b) {
       uint32_t* row = masks.data() + static_cast<size_t>(b) * words;

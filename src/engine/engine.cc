@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <future>
 #include <random>
 
 #include "common/error.h"
@@ -165,18 +164,6 @@ int32_t Engine::apply_thinking_budget(Active& a, int32_t sampled) {
   return token;
 }
 
-void Engine::fill_masks(const std::vector<Active*>& rows, int32_t words, uint32_t* out) {
-  std::vector<grammar::MaskJob> jobs;
-  for (Active* a : rows) jobs.push_back({a->req.grammar->grammar.get(), &*a->matcher});
-  grammar::fill_masks(jobs, words, out);
-  for (size_t r = 0; r < rows.size(); ++r) {
-    const GrammarConstraint& g = *rows[r]->req.grammar;
-    if (rows[r]->phase == GrammarPhase::kPrelude)  // the answer may still open or skip its reasoning
-      for (int32_t t : {g.think_start, g.think_end})
-        if (t >= 0) out[r * words + (t >> 5)] |= uint32_t{1} << (t & 31);
-  }
-}
-
 bool Engine::advance_grammar(Active& a, int32_t token) {
   const GrammarConstraint& g = *a.req.grammar;
   switch (a.phase) {
@@ -299,25 +286,38 @@ std::vector<TokenEvent> Engine::step() {
     if (on_device) batch.sampling[row].mask_row = mask_rows[row];
   }
   const int32_t words = token_mask_words(config().vocab_size);
-  auto masks = std::make_shared<std::vector<uint32_t>>(masked.size() * words);
-  std::shared_future<void> masks_ready;
+  // Whatever happens below, the workers are done with masks_ and the matchers when step() returns.
+  struct WaitForMasks {
+    grammar::MaskWorkers* workers;
+    ~WaitForMasks() {
+      if (!workers) return;
+      try {
+        workers->wait();
+      } catch (...) {  // already reported on the normal path
+      }
+    }
+  } wait_for_masks{masked.empty() ? nullptr : &mask_workers_};
   if (!masked.empty()) {
-    masks_ready = std::async(std::launch::async, [this, masked, masks, words] {
-                    const auto t = std::chrono::steady_clock::now();
-                    fill_masks(masked, words, masks->data());
-                    mask_seconds_ =
-                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-                  }).share();
-    batch.token_masks = [masks_ready, masks]() -> const std::vector<uint32_t>& {
-      masks_ready.get();  // rethrows a failure of the mask task
-      return *masks;
+    std::vector<grammar::MaskJob> jobs;
+    for (Active* a : masked) {
+      const GrammarConstraint& g = *a->req.grammar;
+      grammar::MaskJob job{g.grammar.get(), &*a->matcher, {}};
+      if (a->phase == GrammarPhase::kPrelude)  // the answer may still open or skip its reasoning
+        for (int32_t t : {g.think_start, g.think_end})
+          if (t >= 0) job.also_allowed.push_back(t);
+      jobs.push_back(std::move(job));
+    }
+    masks_.resize(masked.size() * words);
+    mask_workers_.submit(std::move(jobs), words, masks_.data());
+    batch.token_masks = [this]() -> const std::vector<uint32_t>& {
+      mask_workers_.wait();  // rethrows a failure of the mask work
+      return masks_;
     };
   }
   ForwardOutput out = backend_->forward(batch);
-  if (!masked.empty()) {
-    batch.token_masks();  // (again) wait: a backend that samples on the host never asked
+  if (!masked.empty()) {  // a backend that samples on the host never asked: wait here
+    counters_.grammar_mask_seconds += mask_workers_.wait();
     counters_.grammar_masks += static_cast<int64_t>(masked.size());
-    counters_.grammar_mask_seconds += mask_seconds_;
   }
   if (on_device && out.sampled.size() != sampled_ids.size())
     fail(ErrorKind::kInternal, "the backend sampled " + std::to_string(out.sampled.size()) + " rows of " +
@@ -331,7 +331,7 @@ std::vector<TokenEvent> Engine::step() {
     const int64_t id = sampled_ids[row];
     Active& a = active_.at(id);
     std::optional<TokenLogprobs> logprobs;
-    const uint32_t* mask = mask_rows[row] >= 0 ? masks->data() + size_t(mask_rows[row]) * words : nullptr;
+    const uint32_t* mask = mask_rows[row] >= 0 ? masks_.data() + size_t(mask_rows[row]) * words : nullptr;
     int32_t token = on_device
                         ? out.sampled[row]
                         : sample_on_host(a, out.logits.data() + row * out.vocab, out.vocab, mask, &logprobs);

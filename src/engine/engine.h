@@ -129,8 +129,6 @@ class Engine {
   static int32_t apply_thinking_budget(Active& a, int32_t sampled);
   // Advances the grammar over a sampled token; false when the grammar refuses it.
   static bool advance_grammar(Active& a, int32_t token);
-  // The token masks of requests whose grammar constrains their next token: one row of `words` per entry.
-  static void fill_masks(const std::vector<Active*>& rows, int32_t words, uint32_t* out);
 
   std::unique_ptr<ModelBackend> backend_;
   EngineOptions opt_;
@@ -141,7 +139,8 @@ class Engine {
   std::map<int64_t, Active> active_;
   int64_t next_id_ = 0;
   EngineStats counters_;
-  double mask_seconds_ = 0;  // the last step's mask computation (written by its task)
+  grammar::MaskWorkers mask_workers_;  // the structured-output masks, beside the forward pass
+  std::vector<uint32_t> masks_;        // this step's mask rows (token_mask_words(vocab) words each)
 };
 
 }  // namespace m3

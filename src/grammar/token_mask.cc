@@ -258,26 +258,84 @@ void TokenGrammar::fill_mask(Matcher& m, uint32_t* mask) const {
     for (int32_t id : vocab_->stop_ids()) set_bit(mask, id);
 }
 
-void fill_masks(const std::vector<MaskJob>& jobs, int32_t words, uint32_t* out, int threads) {
-  if (threads <= 0)
-    threads = static_cast<int>(
-        std::min<size_t>({jobs.size() / 4 + 1, 8, std::max(1u, std::thread::hardware_concurrency())}));
-  auto work = [&](size_t w) {
-    for (size_t r = w; r < jobs.size(); r += threads) {
-      uint32_t* row = out + r * words;
-      std::fill(row, row + words, 0u);
-      try {
-        jobs[r].grammar->fill_mask(*jobs[r].matcher, row);
-      } catch (const Error&) {  // a state too ambiguous to follow: only the stop ids, ending the answer
-        std::fill(row, row + words, 0u);
-        for (int32_t id : jobs[r].grammar->vocab().stop_ids()) row[id >> 5] |= uint32_t{1} << (id & 31);
-      }
+namespace {
+
+void fill_row(const MaskJob& job, int32_t words, uint32_t* row) {
+  std::fill(row, row + words, 0u);
+  try {
+    job.grammar->fill_mask(*job.matcher, row);
+  } catch (const Error&) {  // a state too ambiguous to follow: only the stop ids, ending the answer
+    std::fill(row, row + words, 0u);
+    for (int32_t id : job.grammar->vocab().stop_ids()) set_bit(row, id);
+    return;
+  }
+  for (int32_t id : job.also_allowed) set_bit(row, id);
+}
+
+}  // namespace
+
+MaskWorkers::MaskWorkers(int threads)
+    : max_threads_(threads > 0
+                       ? threads
+                       : static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency())))) {}
+
+MaskWorkers::~MaskWorkers() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+void MaskWorkers::submit(std::vector<MaskJob> jobs, int32_t words, uint32_t* out) {
+  {
+    std::lock_guard lock(mu_);
+    M3_CHECK(pending_ == 0, "MaskWorkers: a batch is still pending");
+    if (threads_.empty())
+      for (int w = 0; w < max_threads_; ++w) threads_.emplace_back(&MaskWorkers::run, this, w);
+    jobs_ = std::move(jobs);
+    words_ = words;
+    out_ = out;
+    participants_ = static_cast<int>(std::min<size_t>(jobs_.size() / 4 + 1, max_threads_));
+    pending_ = participants_;
+    error_ = nullptr;
+    started_ = std::chrono::steady_clock::now();
+    ++generation_;
+  }
+  work_cv_.notify_all();
+}
+
+double MaskWorkers::wait() {
+  std::unique_lock lock(mu_);
+  done_cv_.wait(lock, [&] { return pending_ == 0; });
+  if (error_) std::rethrow_exception(error_);
+  return seconds_;
+}
+
+void MaskWorkers::run(int worker) {
+  uint64_t seen = 0;
+  for (;;) {
+    std::unique_lock lock(mu_);
+    work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+    if (stop_) return;
+    seen = generation_;
+    if (worker >= participants_) continue;
+    const int stride = participants_;
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      for (size_t r = worker; r < jobs_.size(); r += stride) fill_row(jobs_[r], words_, out_ + r * words_);
+    } catch (...) {
+      error = std::current_exception();
     }
-  };
-  std::vector<std::thread> helpers;
-  for (int w = 1; w < threads; ++w) helpers.emplace_back(work, w);
-  work(0);
-  for (std::thread& t : helpers) t.join();
+    lock.lock();
+    if (error && !error_) error_ = error;
+    if (--pending_ == 0) {
+      seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+      done_cv_.notify_all();
+    }
+  }
 }
 
 bool TokenGrammar::allows(Matcher& m, int32_t id) const {

@@ -7,10 +7,15 @@
 // parse accepts, tried in sorted order so tokens sharing a prefix share the work.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "grammar/grammar.h"
@@ -98,11 +103,43 @@ class TokenGrammar {
 struct MaskJob {
   const TokenGrammar* grammar = nullptr;
   Matcher* matcher = nullptr;
+  std::vector<int32_t>
+      also_allowed;  // ids allowed besides the grammar's (a reasoning marker before the answer)
 };
 
-// Fills row r of `out` (rows of `words` uint32 words, zeroed first; words >= the grammar's) for each job.
-// Rows are independent: a large batch is split over a few threads (threads 0: one per 4 rows, at most 8). A
-// row whose state is too ambiguous to follow gets only the stop ids, which ends that answer.
-void fill_masks(const std::vector<MaskJob>& jobs, int32_t words, uint32_t* out, int threads = 0);
+// A fixed pool of threads that fills a batch's masks in the background, so nothing starts per step: submit()
+// hands the rows over and returns at once (the caller goes on with the forward pass), wait() blocks until
+// they are done. Row r goes to out[r * words, ...) (zeroed first; words >= the grammar's); a large batch is
+// split over the threads (one per 4 rows, at most `threads`). A row whose state is too ambiguous to follow
+// gets only the stop ids, which ends that answer. Threads start on the first submit.
+class MaskWorkers {
+ public:
+  explicit MaskWorkers(int threads = 0);  // 0: the hardware's, at most 8
+  ~MaskWorkers();
+  MaskWorkers(const MaskWorkers&) = delete;
+  MaskWorkers& operator=(const MaskWorkers&) = delete;
+
+  // `jobs` and `out` must stay valid until wait() returns. One batch at a time.
+  void submit(std::vector<MaskJob> jobs, int32_t words, uint32_t* out);
+  // Blocks until the submitted batch is done (at once when none is pending); rethrows what a row threw
+  // other than the ambiguity error above. Returns the batch's wall time in seconds.
+  double wait();
+
+ private:
+  void run(int worker);
+  int max_threads_;
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable work_cv_, done_cv_;
+  std::vector<MaskJob> jobs_;
+  int32_t words_ = 0;
+  uint32_t* out_ = nullptr;
+  uint64_t generation_ = 0;
+  int participants_ = 0, pending_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::chrono::steady_clock::time_point started_;
+  double seconds_ = 0;
+};
 
 }  // namespace m3::grammar

@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "engine/engine.h"
+#include "support/device_sampling_backend.h"
 #include "support/engine_run.h"
 #include "support/model_fixtures.h"
 #include "support/requests.h"
@@ -169,38 +170,6 @@ TEST(Engine, MinTokensMasksStopTokensAndLogprobsAreReported) {
 
 namespace m3::testing {
 namespace {
-
-// A backend that "samples on its device" with the CPU twin of the kernel (sample_rows) and records what each
-// forward call carried.
-class DeviceSamplingBackend : public ModelBackend {
- public:
-  struct Call {
-    size_t logit_rows = 0;
-    std::vector<SamplingRow> rows;
-    std::vector<LogitAdjustment> adjustments;
-  };
-  explicit DeviceSamplingBackend(std::unique_ptr<ModelBackend> inner,
-                                 std::shared_ptr<std::vector<Call>> calls)
-      : inner_(std::move(inner)), calls_(std::move(calls)) {}
-  const ModelConfig& config() const override { return inner_->config(); }
-  const char* device_name() const override { return "fake-device"; }
-  int num_kv_pages() const override { return inner_->num_kv_pages(); }
-  bool samples_on_device() const override { return true; }
-  ForwardOutput forward(const ForwardBatch& batch, const ForwardOptions& options) override {
-    ForwardOutput out = inner_->forward(batch, options);
-    const size_t rows = out.vocab ? out.logits.size() / out.vocab : 0;
-    calls_->push_back({rows, batch.sampling, batch.sampling_adjustments});
-    if (!batch.sampling.empty()) {
-      out.sampled = sample_rows(out.logits, out.vocab, batch.sampling, batch.sampling_adjustments);
-      out.logits.clear();  // the engine must not need them
-    }
-    return out;
-  }
-
- private:
-  std::unique_ptr<ModelBackend> inner_;
-  std::shared_ptr<std::vector<Call>> calls_;
-};
 
 Request sampled_request(std::vector<int32_t> prompt, uint64_t seed) {
   Request r;

@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "grammar/ebnf.h"
 #include "grammar/token_mask.h"
+#include "support/device_sampling_backend.h"
 #include "support/model_fixtures.h"
 
 namespace m3::testing {
@@ -48,30 +49,6 @@ std::shared_ptr<const grammar::TokenGrammar> nested_lists() {
                                      vocab(), {}, 1);
   return g;
 }
-
-// Samples itself with the CPU twin of the kernel, masks included, as a GPU backend would.
-class MaskedDeviceBackend : public ModelBackend {
- public:
-  explicit MaskedDeviceBackend(std::unique_ptr<ModelBackend> inner) : inner_(std::move(inner)) {}
-  const ModelConfig& config() const override { return inner_->config(); }
-  const char* device_name() const override { return "fake-device"; }
-  int num_kv_pages() const override { return inner_->num_kv_pages(); }
-  bool samples_on_device() const override { return true; }
-  ForwardOutput forward(const ForwardBatch& batch, const ForwardOptions& options) override {
-    ForwardOutput out = inner_->forward(batch, options);
-    if (!batch.sampling.empty()) {
-      const std::vector<uint32_t> none;
-      const std::vector<uint32_t>& masks = batch.token_masks ? batch.token_masks() : none;
-      out.sampled =
-          sample_rows(out.logits, out.vocab, batch.sampling, batch.sampling_adjustments, nullptr, masks);
-      out.logits.clear();
-    }
-    return out;
-  }
-
- private:
-  std::unique_ptr<ModelBackend> inner_;
-};
 
 Request constrained(uint64_t seed, GrammarConstraint g) {
   Request r;
@@ -128,7 +105,7 @@ TEST(GrammarEngine, AnswersFollowTheGrammarOnHostAndDeviceAlike) {
   std::map<int64_t, Answer> results[2];
   for (int device = 0; device < 2; ++device) {
     std::unique_ptr<ModelBackend> backend = load_fixture("m3-tiny-msa");
-    if (device) backend = std::make_unique<MaskedDeviceBackend>(std::move(backend));
+    if (device) backend = std::make_unique<DeviceSamplingBackend>(std::move(backend));
     Engine e(std::move(backend), {});
     for (uint64_t seed = 0; seed < 10; ++seed) e.add(constrained(seed, {nested_lists()}));
     results[device] = run(e);
