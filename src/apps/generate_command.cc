@@ -32,6 +32,7 @@ struct GenerateArgs {
   double kv_cache_gb = 4.0;
   bool prefix_caching = true;
   bool expert_parallel = false;  // --enable-expert-parallel
+  int data_parallel = 1;         // --data-parallel-size (DEP: needs expert_parallel and tp 1)
   dist::LaunchFlags launch;      // world_size: --tensor-parallel-size
 };
 
@@ -84,11 +85,20 @@ int kv_pages_needed(const ModelConfig& c, const std::vector<Line>& lines, const 
 
 int run(const GenerateArgs& a) {
   ModelConfig config = load_model_config(a.model);
-  // A TP size the model (or its experts, with expert parallelism) does not split into fails here.
-  make_shard_layout(config, a.launch.world_size, 0, a.expert_parallel);
+  dist::LaunchFlags launch = a.launch;
+  if (a.data_parallel > 1) {  // DEP: one attention rank per process, the experts split over them
+    if (launch.world_size != 1 || !a.expert_parallel)
+      fail(ErrorKind::kUnsupported, "--data-parallel-size " + std::to_string(a.data_parallel) +
+                                        " needs --enable-expert-parallel and --tensor-parallel-size 1");
+    make_dep_shard_layout(config, a.data_parallel, 0);
+    launch.world_size = a.data_parallel;
+  } else {
+    // A TP size the model (or its experts, with expert parallelism) does not split into fails here.
+    make_shard_layout(config, launch.world_size, 0, a.expert_parallel);
+  }
   const std::string device = resolve_device(a.device);
   int rank_exit = 0;
-  const auto comm = start_ranks(a.launch, device, a.model, &rank_exit);
+  const auto comm = start_ranks(launch, device, a.model, &rank_exit);
   if (!comm) return rank_exit;                 // this process supervised the ranks, or was a worker rank
   std::optional<dist::WorkerRelease> workers;  // rank 0 releases the workers when it ends
   if (*comm) workers.emplace(**comm);
@@ -125,6 +135,7 @@ int run(const GenerateArgs& a) {
   bo.quantization = a.quantization;
   bo.kv_cache_dtype = a.kv_cache_dtype;
   bo.expert_parallel = a.expert_parallel;
+  bo.data_parallel = a.data_parallel;
   auto t0 = std::chrono::steady_clock::now();
   Engine engine(load_backend(a.model, bo),
                 {a.max_num_seqs, a.max_num_batched_tokens, a.max_model_len, a.prefix_caching});
@@ -225,6 +236,10 @@ void register_generate_command(CLI::App& app, int& exit_code) {
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--enable-expert-parallel", args->expert_parallel,
                 "Split the routed experts over the ranks by expert (whole experts per rank)");
+  cmd->add_option(
+         "--data-parallel-size,--dp-size,--dp", args->data_parallel,
+         "Data-parallel attention ranks, the experts split over them (with --enable-expert-parallel)")
+      ->check(CLI::PositiveNumber);
   add_rank_flags(*cmd, args->launch);
   cmd->callback([args, &exit_code] { exit_code = run(*args); });
 }

@@ -29,11 +29,16 @@ void add_serve_flags(CLI::App& cmd, ServeConfig& c) {
   cmd.add_option("--tensor-parallel-size,--tp-size,--tp_size,--tp", c.tensor_parallel,
                  "Tensor-parallel GPUs");
   add_rank_flags(cmd, c.launch);
-  cmd.add_option("--data-parallel-size,--dp-size,--dp", c.data_parallel, "Data-parallel replicas");
+  cmd.add_option("--data-parallel-size,--dp-size,--dp", c.data_parallel,
+                 "Data-parallel attention ranks; with --enable-expert-parallel the experts are split over "
+                 "them (DEP)");
+  cmd.add_flag(
+      "--enable-dp-attention,--enable_attention_dp", c.enable_attention_dp,
+      "Data-parallel attention over the --tensor-parallel-size ranks, experts split over them (DEP)");
   cmd.add_option("--ep-size,--moe_expert_parallel_size,--expert-parallel-size", c.expert_parallel,
                  "Expert-parallel GPUs");
   cmd.add_flag("--enable-expert-parallel", c.enable_expert_parallel,
-               "Split the routed experts over the tensor-parallel ranks by expert (whole experts per rank)");
+               "Split the routed experts over the ranks by expert (whole experts per rank)");
   cmd.add_option("--block-size,--page-size", c.block_size,
                  "KV block size; must equal the model's MSA block (128)");
   cmd.add_option("--max-model-len,--context-length,--max_seq_len", c.engine.max_model_len,
@@ -135,7 +140,7 @@ void add_serve_flags(CLI::App& cmd, ServeConfig& c) {
         name, [&c, name](const std::string& v) { c.ignored_flags.push_back(std::string(name) + " " + v); },
         "accepted; no effect in m3serve");
   for (const char* name : {"--trust-remote-code,--trust_remote_code", "--language-model-only",
-                           "--enable-multimodal", "--enable_attention_dp", "--disable-log-requests"})
+                           "--enable-multimodal", "--disable-log-requests"})
     cmd.add_flag_function(
         name, [&c, name](int64_t) { c.ignored_flags.push_back(name); }, "accepted; no effect");
 }
@@ -204,8 +209,7 @@ void merge_yaml(ServeConfig& c, const ModelConfig& model) {
     if (y["max_seq_len"]) c.engine.max_model_len = y["max_seq_len"].as<int64_t>();
     if (y["tensor_parallel_size"]) c.tensor_parallel = y["tensor_parallel_size"].as<int>();
     if (y["moe_expert_parallel_size"]) c.expert_parallel = y["moe_expert_parallel_size"].as<int>();
-    if (y["enable_attention_dp"] && y["enable_attention_dp"].as<bool>())
-      c.ignored_flags.push_back("enable_attention_dp");
+    if (y["enable_attention_dp"]) c.enable_attention_dp = y["enable_attention_dp"].as<bool>();
     for (const char* k : {"cuda_graph_config", "moe_config", "enable_chunked_prefill", "print_iter_log",
                           "backend", "disable_overlap_scheduler", "stream_interval", "attn_backend"})
       if (y[k]) c.ignored_flags.push_back(std::string("yaml ") + k);
@@ -227,20 +231,46 @@ bool parser_enabled(const std::string& flag, const std::string& v, const ModelCo
 
 void finalize_serve_config(ServeConfig& c, const ModelConfig& model) {
   if (!c.extra_options_yaml.empty()) merge_yaml(c, model);
-  if (c.data_parallel != 1)
-    fail(ErrorKind::kUnsupported,
-         "--data-parallel-size " + std::to_string(c.data_parallel) + " is not supported yet; use 1");
-  // Experts over the tensor-parallel ranks (vLLM's --enable-expert-parallel with DP 1, TensorRT-LLM's TEP).
-  if (c.expert_parallel != 1 && c.expert_parallel != c.tensor_parallel)
+  // DEP, as each peer spells it: vLLM --data-parallel-size N --enable-expert-parallel (tp 1); SGLang --tp N
+  // --enable-dp-attention (--dp N); TensorRT-LLM tp_size N + enable_attention_dp. The N ranks attend for
+  // their own requests with the whole attention, and split the routed experts.
+  if (c.enable_attention_dp) {
+    if (c.data_parallel == 1) c.data_parallel = c.tensor_parallel;
+    if (c.data_parallel != c.tensor_parallel)
+      fail(ErrorKind::kUnsupported, "--enable-dp-attention: --dp-size " + std::to_string(c.data_parallel) +
+                                        " must equal --tp-size " + std::to_string(c.tensor_parallel) +
+                                        " (one attention rank per GPU)");
+    c.tensor_parallel = 1;
+    c.enable_expert_parallel = true;
+  }
+  const int ranks = c.tensor_parallel * c.data_parallel;
+  if (c.data_parallel < 1)
+    fail(ErrorKind::kInvalidArgument,
+         "--data-parallel-size " + std::to_string(c.data_parallel) + ": must be at least 1");
+  if (c.data_parallel > 1 && c.tensor_parallel != 1)
+    fail(ErrorKind::kUnsupported, "--data-parallel-size " + std::to_string(c.data_parallel) +
+                                      " with --tensor-parallel-size " + std::to_string(c.tensor_parallel) +
+                                      ": data-parallel attention runs one attention rank per GPU; use "
+                                      "--data-parallel-size " +
+                                      std::to_string(ranks) + " --enable-expert-parallel");
+  // Experts over all the ranks (vLLM's --enable-expert-parallel, TensorRT-LLM's TEP / DEP).
+  if (c.expert_parallel != 1 && c.expert_parallel != ranks)
     fail(ErrorKind::kUnsupported,
          "--ep-size " + std::to_string(c.expert_parallel) +
-             ": experts are split over the tensor-parallel ranks, so it must be 1 or "
-             "--tensor-parallel-size (" +
-             std::to_string(c.tensor_parallel) + ")");
+             ": experts are split over all the ranks, so it must be 1 or the number of ranks (" +
+             std::to_string(ranks) + ")");
   if (c.expert_parallel > 1) c.enable_expert_parallel = true;
+  if (c.data_parallel > 1 && !c.enable_expert_parallel)
+    fail(ErrorKind::kUnsupported, "--data-parallel-size " + std::to_string(c.data_parallel) +
+                                      " needs --enable-expert-parallel: the ranks attend for their own "
+                                      "requests and split the routed experts (DEP); whole-model replicas "
+                                      "are separate servers behind a load balancer");
   // A size the heads, widths and experts do not split into fails here.
-  make_shard_layout(model, c.tensor_parallel, 0, c.enable_expert_parallel);
-  c.launch.world_size = c.tensor_parallel;
+  if (c.data_parallel > 1)
+    make_dep_shard_layout(model, c.data_parallel, 0);
+  else
+    make_shard_layout(model, c.tensor_parallel, 0, c.enable_expert_parallel);
+  c.launch.world_size = ranks;
   if (c.block_size != 0 && c.block_size != model.msa.block_size)
     fail(ErrorKind::kInvalidArgument, "--block-size " + std::to_string(c.block_size) +
                                           " must equal the model's MSA block "
@@ -251,6 +281,9 @@ void finalize_serve_config(ServeConfig& c, const ModelConfig& model) {
   if (c.enable_hierarchical_cache && c.kv_offloading_bytes <= 0)
     fail(ErrorKind::kInvalidArgument,
          "--enable-hierarchical-cache needs --hicache-size GB (the host tier's size)");
+  if (c.kv_offloading_bytes > 0 && c.data_parallel > 1)
+    fail(ErrorKind::kUnsupported,
+         "--kv-offloading-size / host_cache_size: the prefix cache's host tier needs --data-parallel-size 1");
   if (c.kv_offloading_bytes > 0 && !c.engine.enable_prefix_caching)
     fail(ErrorKind::kInvalidArgument,
          "--kv-offloading-size / host_cache_size is the prefix cache's host tier: it needs prefix caching "

@@ -66,4 +66,22 @@ ShardLayout make_shard_layout(const ModelConfig& c, int tp, int rank, bool exper
   return s;
 }
 
+ShardLayout make_dep_shard_layout(const ModelConfig& c, int dp, int rank) {
+  const std::string flag = "--data-parallel-size " + std::to_string(dp);
+  if (dp < 1) fail(ErrorKind::kInvalidArgument, flag + ": must be at least 1");
+  if (rank < 0 || rank >= dp)
+    fail(ErrorKind::kInternal, "data-parallel rank " + std::to_string(rank) + " of " + std::to_string(dp));
+  if (c.num_experts % dp != 0)
+    fail(ErrorKind::kInvalidArgument,
+         flag + " with --enable-expert-parallel: " + std::to_string(c.num_experts) +
+             " routed experts do not split into " + std::to_string(dp) + " equal groups");
+  ShardLayout s = make_shard_layout(c, 1, 0);
+  s.dp_size = dp;
+  s.dp_rank = rank;
+  s.expert_parallel = dp > 1;
+  const int64_t per = c.num_experts / dp;
+  s.experts = {rank * per, (rank + 1) * per};
+  return s;
+}
+
 }  // namespace m3

@@ -7,7 +7,9 @@
 // one); the single MSA index key head is on every rank. With expert parallelism over the same ranks (vLLM's
 // --enable-expert-parallel, TensorRT-LLM's TEP) each rank holds whole routed experts, an equal share of them,
 // instead of a column slice of every expert; tokens stay on every rank, so the MoE output is summed over the
-// ranks exactly as the column slices' partial sums are.
+// ranks exactly as the column slices' partial sums are. With data-parallel attention (DEP: vLLM's
+// --data-parallel-size with --enable-expert-parallel, TensorRT-LLM's enable_attention_dp) each rank holds the
+// whole model but the routed experts, attends for its own sequences, and the MoE layers exchange tokens.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,9 @@ struct ShardLayout {
   bool expert_parallel = false;
   Slice vocab;          // embedding / LM-head rows: ceil(vocab / tp) each, the last rank's shorter
   int kv_replicas = 1;  // ranks that hold each KV head (1 up to TP = num_kv_heads, tp / num_kv_heads above)
+  int dp_size = 1, dp_rank = 0;  // data-parallel attention ranks (tp_size is then 1)
+  int world_size() const { return tp_size * dp_size; }
+  int world_rank() const { return dp_rank * tp_size + tp_rank; }
 };
 
 // The layout of rank `tp_rank` of `tp_size`, its routed experts split by expert (expert_parallel) or by
@@ -42,5 +47,10 @@ struct ShardLayout {
 // the width that does not split (heads, KV heads, an MLP width, an MXFP8 scale block, the experts).
 ShardLayout make_shard_layout(const ModelConfig& config, int tp_size, int tp_rank,
                               bool expert_parallel = false);
+
+// DEP over `dp_size` ranks: rank `dp_rank` holds everything but the routed experts whole (tp 1) and an equal
+// share of the experts. Throws m3::Error(kInvalidArgument) naming --data-parallel-size when the experts do
+// not split.
+ShardLayout make_dep_shard_layout(const ModelConfig& config, int dp_size, int dp_rank);
 
 }  // namespace m3

@@ -1,7 +1,9 @@
-// The collectives every transport shares (ordered all-reduce, string gather) and the one-rank communicator.
+// The collectives every transport shares (ordered all-reduce, reduce-scatter, varying and string gathers) and
+// the one-rank communicator.
 #include "dist/communicator.h"
 
 #include <unistd.h>
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 
@@ -23,6 +25,32 @@ void Communicator::all_reduce_sum(float* data, size_t n) {
     const float* part = gathered_.data() + r * n;
     for (size_t i = 0; i < n; ++i) data[i] += part[i];
   }
+}
+
+void Communicator::all_gather_varying(const void* send, const std::vector<size_t>& bytes, void* recv) {
+  const int world = size();
+  size_t longest = 0;
+  for (size_t b : bytes) longest = std::max(longest, b);
+  if (longest == 0) return;
+  std::vector<char> padded(longest, 0), all(longest * world);
+  std::memcpy(padded.data(), send, bytes[rank()]);
+  all_gather(padded.data(), longest, all.data());
+  char* out = static_cast<char*>(recv);
+  for (int r = 0; r < world; ++r) {
+    std::memcpy(out, all.data() + r * longest, bytes[r]);
+    out += bytes[r];
+  }
+}
+
+void Communicator::reduce_scatter_sum(float* data, const std::vector<size_t>& counts, float* mine) {
+  size_t total = 0, first = 0;
+  for (int r = 0; r < size(); ++r) {
+    if (r == rank()) first = total;
+    total += counts[r];
+  }
+  if (total == 0) return;       // the same on every rank
+  all_reduce_sum(data, total);  // the host ranks' reference: every rank sums it all, then keeps its part
+  std::memcpy(mine, data + first, counts[rank()] * sizeof(float));
 }
 
 std::vector<std::string> Communicator::all_gather_strings(const std::string& mine) {

@@ -38,6 +38,12 @@ class Communicator {
   // Elementwise sum over the ranks, added in rank order, so every rank gets bit-identical results whatever
   // the transport's reduction order (the ranks then agree on routing and sampling to the last bit).
   void all_reduce_sum(float* data, size_t n);
+  // Data-parallel attention's token exchange: every rank's part, concatenated in rank order, on every rank.
+  // bytes[r]: rank r's size, the same vector on every rank (the step says how many tokens each rank has).
+  void all_gather_varying(const void* send, const std::vector<size_t>& bytes, void* recv);
+  // `data` holds sum(counts) floats on every rank; rank r receives in `mine` its counts[r] elements (after
+  // those of the ranks before it) summed over the ranks in rank order, as all_reduce_sum adds them.
+  void reduce_scatter_sum(float* data, const std::vector<size_t>& counts, float* mine);
   // Each rank's string, indexed by rank, on every rank (start-up reports and errors).
   std::vector<std::string> all_gather_strings(const std::string& mine);
 

@@ -29,7 +29,7 @@ Engine::Engine(std::unique_ptr<ModelBackend> backend, EngineOptions options)
       opt_(options),
       sched_({options.max_num_seqs, options.max_num_batched_tokens, options.enable_prefix_caching,
               backend_->num_host_kv_pages()},
-             backend_->num_kv_pages(), backend_->page_size()) {
+             backend_->num_kv_pages(), backend_->page_size(), backend_->data_parallel_size()) {
   const int64_t pool_tokens = int64_t{backend_->num_kv_pages()} * backend_->page_size();
   max_model_len_ = opt_.max_model_len > 0 ? opt_.max_model_len : backend_->config().max_position_embeddings;
   if (max_model_len_ > backend_->config().max_position_embeddings)
@@ -108,7 +108,9 @@ int64_t Engine::add(Request r) {
     std::random_device entropy;
     seed = ((uint64_t{entropy()} << 32) | entropy()) ^ static_cast<uint64_t>(id);
   }
-  sched_.add(id, r.prompt, r.cache_salt, r.cache_keep_seconds);
+  // Token masks are computed on rank 0 only (ForwardBatch::token_masks), so a structured-output request is
+  // attended there; the others go to the least loaded data-parallel rank.
+  sched_.add(id, r.prompt, r.cache_salt, r.cache_keep_seconds, r.grammar ? 0 : -1);
   PenaltyState penalties;
   if (r.sampling.repetition_penalty != 1.0f) {
     penalties.prompt_tokens = r.prompt;
@@ -137,12 +139,18 @@ EngineStats Engine::stats() const {
   EngineStats s = counters_;
   s.running = sched_.num_running();
   s.waiting = sched_.num_waiting();
-  s.kv_pages_total = sched_.pool().num_pages();
-  s.kv_pages_free = sched_.pool().num_free();
+  s.kv_pages_total = sched_.num_pages();
+  s.kv_pages_free = sched_.num_free_pages();
   s.prefix_cache_queries = sched_.prefix_cache_stats().queries;
   s.prefix_cache_hits = sched_.prefix_cache_stats().hits;
   s.prefix_cache_host_hits = sched_.prefix_cache_stats().host_hits;
-  if (const HostTier* host = sched_.pool().host_tier()) {
+  for (int r = 0; r < sched_.dp_size(); ++r) {
+    const Scheduler& rs = sched_.rank(r);
+    s.dp_ranks.push_back({rs.num_running(), rs.num_waiting(), rs.pool().num_pages(), rs.pool().num_free(),
+                          sched_.admitted(r)});
+  }
+  s.expert_tokens = backend_->expert_token_counts();
+  if (const HostTier* host = sched_.host_tier()) {
     s.host_pages_total = host->num_slots();
     s.host_pages_used = host->num_used();
   }
@@ -255,6 +263,7 @@ std::vector<TokenEvent> Engine::step() {
     chunk.block_table = s.block_table;
     chunk.want_logits = c.samples;
     chunk.seq_id = c.seq_id;
+    chunk.dp_rank = c.dp_rank;
     batch.token_ids.insert(batch.token_ids.end(), s.tokens.begin() + c.start_pos,
                            s.tokens.begin() + c.start_pos + c.num_tokens);
     batch.seqs.push_back(chunk);

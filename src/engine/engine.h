@@ -17,7 +17,7 @@
 #include "engine/sampler.h"
 #include "grammar/token_mask.h"
 #include "model/backend.h"
-#include "sched/scheduler.h"
+#include "sched/data_parallel.h"
 
 namespace m3 {
 
@@ -74,6 +74,13 @@ struct TokenEvent {
   int32_t cache_written_tokens = 0;       // prompt tokens this request wrote to the cache and had kept
 };
 
+// One data-parallel attention rank's share (sched/data_parallel.h).
+struct DpRankStats {
+  size_t running = 0, waiting = 0;
+  int kv_pages_total = 0, kv_pages_free = 0;
+  int64_t requests = 0;  // requests the load balancer placed on the rank
+};
+
 struct EngineStats {
   size_t running = 0, waiting = 0;
   int kv_pages_total = 0, kv_pages_free = 0;
@@ -84,9 +91,11 @@ struct EngineStats {
   int64_t prefix_cache_host_hits = 0;                       // of the hits, tokens restored from the host tier
   int host_pages_total = 0, host_pages_used = 0;            // the prefix cache's host tier
   int64_t steps = 0;
-  double step_seconds = 0;          // wall time spent inside step(), scheduling and sampling included
-  int64_t grammar_masks = 0;        // token masks computed for structured output
-  double grammar_mask_seconds = 0;  // host time the steps' mask work took (overlapping the forward passes)
+  double step_seconds = 0;             // wall time spent inside step(), scheduling and sampling included
+  int64_t grammar_masks = 0;           // token masks computed for structured output
+  double grammar_mask_seconds = 0;     // host time the steps' mask work took (overlapping the forward passes)
+  std::vector<DpRankStats> dp_ranks;   // one entry per data-parallel rank (one without DP)
+  std::vector<int64_t> expert_tokens;  // tokens routed to each expert, over the MoE layers (ModelBackend)
 };
 
 class Engine {
@@ -133,7 +142,7 @@ class Engine {
   std::unique_ptr<ModelBackend> backend_;
   EngineOptions opt_;
   int64_t max_model_len_ = 0;
-  Scheduler sched_;
+  DataParallelScheduler sched_;             // one scheduler per data-parallel attention rank (usually one)
   std::vector<KvPageCopy> pending_copies_;  // host tier copies not yet handed to a forward pass
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();  // the retention clock
   std::map<int64_t, Active> active_;

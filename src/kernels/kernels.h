@@ -146,20 +146,27 @@ void fill_random_e4m3(uint8_t* p, int64_t n, uint64_t key, float scale, cudaStre
 // the unbiased scores. ids/weights: [T, k].
 void moe_route(const float* logits, const float* bias, int T, int experts, int k, int32_t* ids,
                float* weights, cudaStream_t s);
-// Groups the T x k pairs by expert, stable in pair order: counts[G], offsets[G + 1] (G = E, plus one group
-// holding every token when `shared`), rank[T x k] (a pair's index within its expert), slot_token[offsets[G]]
-// (the token of each compact slot), active[G] (the non-empty groups in ascending order, then -1). One CTA;
-// E <= 256.
-void moe_group(const int32_t* ids, int T, int k, int E, bool shared, int32_t* counts, int32_t* offsets,
-               int32_t* rank, int32_t* slot_token, int32_t* active, cudaStream_t s);
+// The routed experts one rank holds (expert parallelism): global ids [first, first + count). Grouping, gather
+// and combine number the groups by local id (expert - first); a pair routed to an expert held elsewhere has
+// rank -1, gets no slot and adds nothing to the combine. All experts: {0, E}.
+struct ExpertRange {
+  int first = 0, count = 0;
+};
+// Groups the T x k pairs of the local experts by expert, stable in pair order: counts[G], offsets[G + 1] (G =
+// local.count, plus one group holding every token when `shared`), rank[T x k] (a pair's index within its
+// expert, -1 when not local), slot_token[offsets[G]] (the token of each compact slot), active[G] (the
+// non-empty groups in ascending order, then -1). One CTA; local.count <= 256.
+void moe_group(const int32_t* ids, int T, int k, ExpertRange local, bool shared, int32_t* counts,
+               int32_t* offsets, int32_t* rank, int32_t* slot_token, int32_t* active, cudaStream_t s);
 // Small batches, one launch: router logits = x [T, H] (fp32) . router [E, H]^T (fp32 dot products in a fixed
 // order) into `logits` [T, E], then exactly what moe_route and moe_group give on those logits.
 // T <= kRouteGroupMaxTokens, H % 32 == 0. ticket: a device counter that is 0 before the first launch; each
 // launch leaves it 0 (graph-safe; launches sharing one ticket must not overlap).
 constexpr int kRouteGroupMaxTokens = 32;
 void moe_route_group(const float* x, const float* router, const float* bias, int T, int H, int E, int k,
-                     bool shared, float* logits, int32_t* ids, float* w, int32_t* counts, int32_t* offsets,
-                     int32_t* rank, int32_t* slot_token, int32_t* active, unsigned* ticket, cudaStream_t s);
+                     ExpertRange local, bool shared, float* logits, int32_t* ids, float* w, int32_t* counts,
+                     int32_t* offsets, int32_t* rank, int32_t* slot_token, int32_t* active, unsigned* ticket,
+                     cudaStream_t s);
 // For each group e with counts[e] > 0: Y[offsets[e] + i] = W[e] . X[row_i] for i < counts[e], where row_i =
 // slot_token[offsets[e] + i] (or offsets[e] + i when slot_token is null). W: groups x [N, K] at element
 // stride w_stride, bf16 (W) or, when W8.w is set, MXFP8 (fp8.h; group g's scales at g x w_stride / 32; half
@@ -179,15 +186,15 @@ void linear_gemv(const bf16* W, Fp8Matrix W8, int N, int K, const bf16* X, int T
 // act [rows, I] bf16 = SwiGLU-OAI of the interleaved fp32 GEMM output [rows, 2I].
 void swiglu_interleaved(const float* gate_up, int64_t rows, int I, float alpha, float limit, bf16* act,
                         cudaStream_t s);
-// Rows for per-expert GEMMs: xs[offsets[e] + rank[p]] = x[p / k] for every pair p of expert e (moe_group's
-// compact layout). H % 8 == 0.
+// Rows for per-expert GEMMs: xs[offsets[e - local.first] + rank[p]] = x[p / k] for every local pair p of
+// expert e (moe_group's compact layout). H % 8 == 0.
 void moe_gather(const bf16* x, const int32_t* ids, const int32_t* rank, const int32_t* offsets, int T, int k,
-                int H, bf16* xs, cudaStream_t s);
-// out[t] = scale x sum over t's experts (ascending id) of w x y[offsets[e] + rank] + shared_row(t);
-// shared_row(t) = shared[t] when shared is non-null, else y[offsets[E] + t] (the shared expert computed as
-// group E). k <= 16.
+                int H, ExpertRange local, bf16* xs, cudaStream_t s);
+// out[t] = scale x sum over t's local experts (ascending id) of w x y[offsets[e - local.first] + rank] +
+// shared_row(t); shared_row(t) = shared[t] when shared is non-null, else y[offsets[local.count] + t] when
+// shared_group (the shared expert computed as the last group), else 0. k <= 16.
 void moe_combine(const float* y, const int32_t* ids, const float* w, const int32_t* rank,
-                 const int32_t* offsets, int T, int k, int H, float scale, const float* shared, int E,
-                 float* out, cudaStream_t s);
+                 const int32_t* offsets, int T, int k, int H, float scale, const float* shared,
+                 bool shared_group, ExpertRange local, float* out, cudaStream_t s);
 
 }  // namespace m3::cuda

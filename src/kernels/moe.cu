@@ -73,12 +73,20 @@ __global__ void route_kernel(const float* __restrict__ logits, const float* __re
 
 constexpr int kGroupThreads = 1024;
 
-// A stable counting sort of the pairs by expert by one CTA of kGroupThreads, 1024 pairs at a time. Per chunk
-// each warp counts its lanes per expert (match_any), the per-(warp, expert) counts become exclusive bases,
-// and a pair's rank is its warp's base plus its rank among equal lanes. smem: base[32][E] + total[E] ints.
-__device__ void group_pairs(const int32_t* ids, int pairs, int k, int E, int T, bool shared, int32_t* counts,
-                            int32_t* offsets, int32_t* rank, int32_t* slot_token, int32_t* active,
-                            int32_t* smem) {
+// The local group of global expert e, -1 when another rank holds it.
+__device__ __forceinline__ int local_group(int e, ExpertRange local) {
+  const int g = e - local.first;
+  return g >= 0 && g < local.count ? g : -1;
+}
+
+// A stable counting sort of the local pairs by expert by one CTA of kGroupThreads, 1024 pairs at a time. Per
+// chunk each warp counts its lanes per expert (match_any), the per-(warp, expert) counts become exclusive
+// bases, and a pair's rank is its warp's base plus its rank among equal lanes (-1 for a pair of another
+// rank's expert). smem: base[32][E] + total[E] ints, E = local.count.
+__device__ void group_pairs(const int32_t* ids, int pairs, int k, ExpertRange local, int T, bool shared,
+                            int32_t* counts, int32_t* offsets, int32_t* rank, int32_t* slot_token,
+                            int32_t* active, int32_t* smem) {
+  const int E = local.count;
   int32_t* base = smem;            // [32][E]
   int32_t* total = smem + 32 * E;  // [E]
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -87,7 +95,7 @@ __device__ void group_pairs(const int32_t* ids, int pairs, int k, int E, int T, 
   const unsigned lt = (1u << lane) - 1;
   for (int first = 0; first < pairs; first += kGroupThreads) {
     const int p = first + tid;
-    const int e = p < pairs ? ids[p] : -1;
+    const int e = p < pairs ? local_group(ids[p], local) : -1;
     const unsigned same = __match_any_sync(0xffffffff, e);
     const int lane_rank = __popc(same & lt);
     if (e >= 0 && lane_rank == 0) base[warp * E + e] = __popc(same);
@@ -102,7 +110,10 @@ __device__ void group_pairs(const int32_t* ids, int pairs, int k, int E, int T, 
       total[x] = run;
     }
     __syncthreads();
-    if (e >= 0) rank[p] = base[warp * E + e] + lane_rank;
+    if (e >= 0)
+      rank[p] = base[warp * E + e] + lane_rank;
+    else if (p < pairs)
+      rank[p] = -1;
     __syncthreads();
     for (int i = tid; i < 32 * E; i += kGroupThreads) base[i] = 0;
     __syncthreads();
@@ -121,16 +132,19 @@ __device__ void group_pairs(const int32_t* ids, int pairs, int k, int E, int T, 
     for (int x = n; x < G; ++x) active[x] = -1;
   }
   __syncthreads();
-  for (int p = tid; p < pairs; p += kGroupThreads) slot_token[offsets[ids[p]] + rank[p]] = p / k;
+  for (int p = tid; p < pairs; p += kGroupThreads) {
+    const int g = local_group(ids[p], local);
+    if (g >= 0) slot_token[offsets[g] + rank[p]] = p / k;
+  }
   if (shared)
     for (int t = tid; t < T; t += kGroupThreads) slot_token[offsets[E] + t] = t;
 }
 
 __global__ void __launch_bounds__(kGroupThreads)
-    group_kernel(const int32_t* ids, int pairs, int k, int E, int T, bool shared, int32_t* counts,
+    group_kernel(const int32_t* ids, int pairs, int k, ExpertRange local, int T, bool shared, int32_t* counts,
                  int32_t* offsets, int32_t* rank, int32_t* slot_token, int32_t* active) {
   extern __shared__ int32_t smem[];
-  group_pairs(ids, pairs, k, E, T, shared, counts, offsets, rank, slot_token, active, smem);
+  group_pairs(ids, pairs, k, local, T, shared, counts, offsets, rank, slot_token, active, smem);
 }
 
 constexpr int kRouterExpertsPerCta = 4;
@@ -142,9 +156,9 @@ constexpr int kRouterWarpsPerExpert = kGroupThreads / 32 / kRouterExpertsPerCta;
 // smem: max(33 E ints, partial sums [32 warps][T] floats).
 __global__ void __launch_bounds__(kGroupThreads)
     route_group_kernel(const float* __restrict__ x, const float* __restrict__ router, const float* bias,
-                       int T, int H, int E, int k, bool shared, float* logits, int32_t* ids, float* w,
-                       int32_t* counts, int32_t* offsets, int32_t* rank, int32_t* slot_token, int32_t* active,
-                       unsigned* ticket) {
+                       int T, int H, int E, int k, ExpertRange local, bool shared, float* logits,
+                       int32_t* ids, float* w, int32_t* counts, int32_t* offsets, int32_t* rank,
+                       int32_t* slot_token, int32_t* active, unsigned* ticket) {
   extern __shared__ int32_t smem[];
   float* part = reinterpret_cast<float*>(smem);  // [32 warps][T]
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -191,7 +205,7 @@ __global__ void __launch_bounds__(kGroupThreads)
     route_token(logits + static_cast<int64_t>(t) * E, bias, E, k, ids + static_cast<int64_t>(t) * k,
                 w + static_cast<int64_t>(t) * k);
   __syncthreads();
-  group_pairs(ids, T * k, k, E, T, shared, counts, offsets, rank, slot_token, active, smem);
+  group_pairs(ids, T * k, k, local, T, shared, counts, offsets, rank, slot_token, active, smem);
   if (tid == 0) *ticket = 0;
 }
 
@@ -372,27 +386,30 @@ __global__ void swiglu_interleaved_kernel(const float* gu, int64_t rows, int I, 
   }
 }
 
-// The compact slot of pair p (moe_group's layout).
+// The compact slot of pair p (moe_group's layout), -1 when another rank holds its expert.
 __device__ __forceinline__ int64_t pair_slot(const int32_t* ids, const int32_t* rank, const int32_t* offsets,
-                                             int p) {
-  return static_cast<int64_t>(offsets[ids[p]]) + rank[p];
+                                             ExpertRange local, int p) {
+  const int g = local_group(ids[p], local);
+  return g >= 0 ? static_cast<int64_t>(offsets[g]) + rank[p] : -1;
 }
 
 // One CTA per pair: xs[slot(p)] = x[p / k] (bf16 rows, 16-byte copies).
 __global__ void gather_kernel(const bf16* x, const int32_t* ids, const int32_t* rank, const int32_t* offsets,
-                              int k, int H, bf16* xs) {
+                              int k, int H, ExpertRange local, bf16* xs) {
   const int p = blockIdx.x;
+  const int64_t slot = pair_slot(ids, rank, offsets, local, p);
+  if (slot < 0) return;
   const uint4* src = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(p / k) * H);
-  uint4* dst = reinterpret_cast<uint4*>(xs + pair_slot(ids, rank, offsets, p) * H);
+  uint4* dst = reinterpret_cast<uint4*>(xs + slot * H);
   for (int i = threadIdx.x; i < H / 8; i += blockDim.x) dst[i] = src[i];
 }
 
-// out[t] = scale * sum over the token's experts in ascending id order of w * y[slot] + shared[t]. Grid (T,
-// width chunks of 1024), 4 columns per thread.
+// out[t] = scale * sum over the token's local experts in ascending id order of w * y[slot] + shared row.
+// Grid (T, width chunks of 1024), 4 columns per thread.
 __global__ void combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ ids,
                                const float* __restrict__ w, const int32_t* __restrict__ rank,
                                const int32_t* __restrict__ offsets, int k, int H, float scale,
-                               const float* shared, int E, float* out) {
+                               const float* shared, bool shared_group, ExpertRange local, float* out) {
   const int t = blockIdx.x;
   int order[16];
   for (int i = 0; i < k; ++i) order[i] = i;
@@ -404,31 +421,35 @@ __global__ void combine_kernel(const float* __restrict__ y, const int32_t* __res
     }
   const float* rows[16];
   float wt[16];
+  int n = 0;  // the token's local experts
   for (int i = 0; i < k; ++i) {
     const int p = t * k + order[i];
-    rows[i] = y + pair_slot(ids, rank, offsets, p) * H;
-    wt[i] = w[p];
+    const int64_t slot = pair_slot(ids, rank, offsets, local, p);
+    if (slot < 0) continue;
+    rows[n] = y + slot * H;
+    wt[n++] = w[p];
   }
-  const float* sh =
-      shared ? shared + static_cast<int64_t>(t) * H : y + (static_cast<int64_t>(offsets[E]) + t) * H;
+  const float* sh = shared         ? shared + static_cast<int64_t>(t) * H
+                    : shared_group ? y + (static_cast<int64_t>(offsets[local.count]) + t) * H
+                                   : nullptr;
   float* o = out + static_cast<int64_t>(t) * H;
   const int c = (blockIdx.y * blockDim.x + threadIdx.x) * 4;
   if (c >= H) return;
   if (H % 4 == 0) {
     float4 acc = make_float4(0, 0, 0, 0);
-    for (int i = 0; i < k; ++i) {
+    for (int i = 0; i < n; ++i) {
       const float4 v = *reinterpret_cast<const float4*>(rows[i] + c);
       acc.x += v.x * wt[i], acc.y += v.y * wt[i], acc.z += v.z * wt[i], acc.w += v.w * wt[i];
     }
-    const float4 s4 = *reinterpret_cast<const float4*>(sh + c);
+    const float4 s4 = sh ? *reinterpret_cast<const float4*>(sh + c) : make_float4(0, 0, 0, 0);
     *reinterpret_cast<float4*>(o + c) =
         make_float4(acc.x * scale + s4.x, acc.y * scale + s4.y, acc.z * scale + s4.z, acc.w * scale + s4.w);
     return;
   }
   for (int cc = c; cc < c + 4 && cc < H; ++cc) {
     float acc = 0;
-    for (int i = 0; i < k; ++i) acc += rows[i][cc] * wt[i];
-    o[cc] = acc * scale + sh[cc];
+    for (int i = 0; i < n; ++i) acc += rows[i][cc] * wt[i];
+    o[cc] = acc * scale + (sh ? sh[cc] : 0.0f);
   }
 }
 
@@ -444,24 +465,30 @@ void moe_route(const float* logits, const float* bias, int T, int E, int k, int3
   if (T > 0) route_kernel<<<(T * 32 + 127) / 128, 128, 0, s>>>(logits, bias, T, E, k, ids, w);
 }
 
-void moe_group(const int32_t* ids, int T, int k, int E, bool shared, int32_t* counts, int32_t* offsets,
-               int32_t* rank, int32_t* slot_token, int32_t* active, cudaStream_t s) {
-  const size_t smem = 33 * size_t(E) * sizeof(int32_t);
-  group_kernel<<<1, kGroupThreads, smem, s>>>(ids, T * k, k, E, T, shared, counts, offsets, rank, slot_token,
-                                              active);
+void moe_group(const int32_t* ids, int T, int k, ExpertRange local, bool shared, int32_t* counts,
+               int32_t* offsets, int32_t* rank, int32_t* slot_token, int32_t* active, cudaStream_t s) {
+  if (local.count > 256 || local.count < 0 || local.first < 0)
+    fail(ErrorKind::kUnsupported, "moe_group: at most 256 local experts");
+  const size_t smem = 33 * size_t(local.count) * sizeof(int32_t);
+  group_kernel<<<1, kGroupThreads, smem, s>>>(ids, T * k, k, local, T, shared, counts, offsets, rank,
+                                              slot_token, active);
 }
 
 void moe_route_group(const float* x, const float* router, const float* bias, int T, int H, int E, int k,
-                     bool shared, float* logits, int32_t* ids, float* w, int32_t* counts, int32_t* offsets,
-                     int32_t* rank, int32_t* slot_token, int32_t* active, unsigned* ticket, cudaStream_t s) {
+                     ExpertRange local, bool shared, float* logits, int32_t* ids, float* w, int32_t* counts,
+                     int32_t* offsets, int32_t* rank, int32_t* slot_token, int32_t* active, unsigned* ticket,
+                     cudaStream_t s) {
   if (E > 256 || k > 16) fail(ErrorKind::kUnsupported, "moe_route_group: at most 256 experts and top-16");
+  if (local.first < 0 || local.count < 0 || local.first + local.count > E)
+    fail(ErrorKind::kInvalidArgument, "moe_route_group: local experts outside [0, E)");
   if (T > kRouteGroupMaxTokens || H % (kRouterWarpsPerExpert * 4) != 0)
     fail(ErrorKind::kUnsupported, "moe_route_group: T <= " + std::to_string(kRouteGroupMaxTokens) +
                                       " and H a multiple of " + std::to_string(kRouterWarpsPerExpert * 4));
   if (T <= 0) return;
-  const size_t smem = std::max<size_t>(33 * size_t(E), size_t(32) * T) * sizeof(int32_t);
+  const size_t smem = std::max<size_t>(33 * size_t(local.count), size_t(32) * T) * sizeof(int32_t);
   route_group_kernel<<<(E + kRouterExpertsPerCta - 1) / kRouterExpertsPerCta, kGroupThreads, smem, s>>>(
-      x, router, bias, T, H, E, k, shared, logits, ids, w, counts, offsets, rank, slot_token, active, ticket);
+      x, router, bias, T, H, E, k, local, shared, logits, ids, w, counts, offsets, rank, slot_token, active,
+      ticket);
 }
 
 namespace {
@@ -545,16 +572,16 @@ void swiglu_interleaved(const float* gate_up, int64_t rows, int I, float alpha, 
 }
 
 void moe_gather(const bf16* x, const int32_t* ids, const int32_t* rank, const int32_t* offsets, int T, int k,
-                int H, bf16* xs, cudaStream_t s) {
-  if (T > 0) gather_kernel<<<T * k, 128, 0, s>>>(x, ids, rank, offsets, k, H, xs);
+                int H, ExpertRange local, bf16* xs, cudaStream_t s) {
+  if (T > 0) gather_kernel<<<T * k, 128, 0, s>>>(x, ids, rank, offsets, k, H, local, xs);
 }
 
 void moe_combine(const float* y, const int32_t* ids, const float* w, const int32_t* rank,
-                 const int32_t* offsets, int T, int k, int H, float scale, const float* shared, int E,
-                 float* out, cudaStream_t s) {
+                 const int32_t* offsets, int T, int k, int H, float scale, const float* shared,
+                 bool shared_group, ExpertRange local, float* out, cudaStream_t s) {
   if (T > 0)
     combine_kernel<<<dim3(T, (H + 1023) / 1024), 256, 0, s>>>(y, ids, w, rank, offsets, k, H, scale, shared,
-                                                              E, out);
+                                                              shared_group, local, out);
 }
 
 }  // namespace m3::cuda

@@ -86,12 +86,15 @@ void validate_precision(const std::string& quantization, const std::string& kv_c
 std::unique_ptr<ModelBackend> load_shard(const std::string& model_dir, const BackendOptions& options) {
   ModelConfig config = load_model_config(model_dir);
   std::shared_ptr<dist::Communicator> comm = options.comm ? options.comm : dist::local_communicator();
-  const bool expert_parallel = options.expert_parallel && comm->size() > 1 && options.device != "cuda";
-  if (options.expert_parallel && comm->size() > 1 && options.device == "cuda" && comm->rank() == 0)
-    log_warn(
-        "--enable-expert-parallel: the CUDA backend does not shard experts by expert yet; each rank holds ",
-        "a column slice of every expert (tensor parallelism)");
-  const ShardLayout shard = make_shard_layout(config, comm->size(), comm->rank(), expert_parallel);
+  const bool expert_parallel = options.expert_parallel && comm->size() > 1;
+  if (options.data_parallel > 1 && (!options.expert_parallel || options.data_parallel != comm->size()))
+    fail(ErrorKind::kUnsupported,
+         "--data-parallel-size " + std::to_string(options.data_parallel) +
+             " runs data-parallel attention with expert parallelism over all the "
+             "ranks: it needs --enable-expert-parallel and --tensor-parallel-size 1");
+  const ShardLayout shard = options.data_parallel > 1
+                                ? make_dep_shard_layout(config, options.data_parallel, comm->rank())
+                                : make_shard_layout(config, comm->size(), comm->rank(), expert_parallel);
   if (comm->size() > 1 && options.device != "cpu" && options.device != "cuda")
     fail(ErrorKind::kUnsupported, "--tensor-parallel-size " + std::to_string(comm->size()) + " on --device " +
                                       options.device + ": ranks run the cpu or cuda backend");
@@ -107,6 +110,10 @@ std::unique_ptr<ModelBackend> load_shard(const std::string& model_dir, const Bac
   if (dummy && options.device != "cuda")
     fail(ErrorKind::kInvalidArgument, "--load-format dummy (random weights) needs --device cuda");
   if (options.device == "cuda") {
+    if (shard.dp_size > 1)
+      fail(ErrorKind::kUnsupported,
+           "--data-parallel-size on --device cuda: data-parallel attention runs on CPU ranks so far; on GPUs "
+           "use --tensor-parallel-size N --enable-expert-parallel");
 #ifdef M3_HAVE_CUDA
     if (cuda::list_devices().empty())
       fail(ErrorKind::kUnavailable, "--device cuda: " + cuda_devices_summary());

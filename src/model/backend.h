@@ -31,6 +31,12 @@ class ModelBackend {
   // ForwardOutput::sampled.
   virtual bool samples_on_device() const { return false; }
   virtual MemoryUse memory_use() const { return {}; }
+  // Data-parallel attention ranks (config/shard_layout.h): each attends for its own sequences with its own
+  // pool of num_kv_pages() pages; ForwardBatch seqs are grouped by SeqChunk::dp_rank.
+  virtual int data_parallel_size() const { return 1; }
+  // Tokens routed to each routed expert so far, summed over the MoE layers (the load that expert placement
+  // balances); empty when the backend does not count.
+  virtual std::vector<int64_t> expert_token_counts() const { return {}; }
 };
 
 struct BackendOptions {
@@ -51,9 +57,11 @@ struct BackendOptions {
   // per-token, per-head scale; the CPU backend so far).
   std::string kv_cache_dtype = "auto";
   std::string script;  // device "scripted": the response script (JSON)
-  // Routed experts split over the ranks by expert rather than by column (--enable-expert-parallel; the CPU
-  // backend so far, the CUDA backend keeps the column split).
+  // Routed experts split over the ranks by expert rather than by column (--enable-expert-parallel).
   bool expert_parallel = false;
+  // Data-parallel attention with expert parallelism (DEP, --data-parallel-size): every rank of `comm` is a DP
+  // rank (tensor parallel 1) with its own sequences and KV pool; needs expert_parallel. 1: tensor parallel.
+  int data_parallel = 1;
   // The ranks the model is split over (tensor parallel; config/shard_layout.h). Null: one rank.
   std::shared_ptr<dist::Communicator> comm;
 };

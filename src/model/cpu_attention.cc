@@ -72,7 +72,7 @@ void CpuModel::attention_block(int l, const float* a, const std::vector<TokenMet
     if (sparse && msa_trace) (*msa_trace)[t] = std::move(selection);
   }
   cpu::matmul(attn.data(), T, Hq * D, L.o.data(), H, out);
-  comm_->all_reduce_sum(out, T * H);
+  if (shard_.tp_size > 1) comm_->all_reduce_sum(out, T * H);
 }
 
 void CpuModel::sparse_select(int l, const float* index_q, const TokenMeta& tok, BlockSelection* selection) {

@@ -3,7 +3,9 @@
 // expert. Experts are applied in ascending id order, matching the reference's accumulation order. Every rank
 // routes every token (the router is whole, so the ranks agree) and runs its columns of each expert (or, with
 // expert parallelism, its own whole experts) and of the shared expert / dense MLP; the partial outputs are
-// added over the ranks once per layer.
+// added over the ranks once per layer. With data-parallel attention the dense MLP and the shared expert run
+// whole on the rank's own tokens, and the routed experts on every rank's tokens, gathered first; each rank
+// then receives the sum over the ranks of its own rows.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -23,11 +25,31 @@ void CpuModel::mlp(const float* x, int64_t T, const std::vector<float>& gate, co
   cpu::matmul(g.data(), T, inter, down.data(), H, out);
 }
 
-void CpuModel::moe(const CpuLayerWeights& w, const float* x, int64_t T, float* out,
+void CpuModel::moe(const CpuLayerWeights& w, const float* x_mine, int64_t T_mine, float* out_mine,
                    std::vector<std::vector<int32_t>>* trace) {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size;
   const int E = c.num_experts, K = c.experts_per_token;
+  // The tokens the experts see: this rank's, or with data-parallel attention every rank's in rank order.
+  const bool dp = shard_.dp_size > 1;
+  std::vector<float> x_all, out_all;
+  std::vector<size_t> bytes, counts;
+  int64_t T = T_mine;
+  const float* x = x_mine;
+  float* out = out_mine;
+  if (dp) {
+    T = 0;
+    for (size_t n : dp_tokens_) {
+      bytes.push_back(n * H * sizeof(float));
+      counts.push_back(n * H);
+      T += int64_t(n);
+    }
+    x_all.resize(T * H);
+    out_all.resize(T * H);
+    comm_->all_gather_varying(x_mine, bytes, x_all.data());
+    x = x_all.data();
+    out = out_all.data();
+  }
 
   std::vector<float> logits(T * E);
   cpu::matmul(x, T, H, w.router.data(), E, logits.data());
@@ -52,6 +74,8 @@ void CpuModel::moe(const CpuLayerWeights& w, const float* x, int64_t T, float* o
     }
   }
 
+  expert_tokens_.resize(E);
+  for (int e = 0; e < E; ++e) expert_tokens_[e] += static_cast<int64_t>(routed[e].size());
   std::fill(out, out + T * H, 0.0f);
   const int64_t I = shard_.expert_intermediate.size();
   std::vector<float> xs, ys;
@@ -66,9 +90,11 @@ void CpuModel::moe(const CpuLayerWeights& w, const float* x, int64_t T, float* o
     for (int64_t i = 0; i < n; ++i)
       for (int64_t d = 0; d < H; ++d) out[rows[i].first * H + d] += ys[i * H + d] * rows[i].second;
   }
-  std::vector<float> shared(T * H);
-  mlp(x, T, w.shared_gate, w.shared_up, w.shared_down, shard_.shared_intermediate.size(), shared.data());
-  for (int64_t i = 0; i < T * H; ++i) out[i] = out[i] * c.routed_scaling_factor + shared[i];
+  if (dp) comm_->reduce_scatter_sum(out_all.data(), counts, out_mine);
+  std::vector<float> shared(T_mine * H);
+  mlp(x_mine, T_mine, w.shared_gate, w.shared_up, w.shared_down, shard_.shared_intermediate.size(),
+      shared.data());
+  for (int64_t i = 0; i < T_mine * H; ++i) out_mine[i] = out_mine[i] * c.routed_scaling_factor + shared[i];
 }
 
 void CpuModel::ffn_block(int l, const float* x, int64_t T, float* out,
@@ -78,7 +104,7 @@ void CpuModel::ffn_block(int l, const float* x, int64_t T, float* out,
     moe(w, x, T, out, trace);
   else
     mlp(x, T, w.mlp_gate, w.mlp_up, w.mlp_down, shard_.dense_intermediate.size(), out);
-  comm_->all_reduce_sum(out, T * config_.hidden_size);
+  if (shard_.tp_size > 1) comm_->all_reduce_sum(out, T * config_.hidden_size);
 }
 
 }  // namespace m3

@@ -18,7 +18,7 @@ CpuModel::CpuModel(ModelConfig config, CpuWeights weights, int num_kv_pages, con
       w_(std::move(weights)),
       kv_(config_, num_kv_pages, static_cast<int>(shard_.kv_heads.size()), kv),
       rope_(config_.rotary_dim, config_.rope_theta) {
-  M3_CHECK(comm_->size() == shard_.tp_size && comm_->rank() == shard_.tp_rank,
+  M3_CHECK(comm_->size() == shard_.world_size() && comm_->rank() == shard_.world_rank(),
            "the shard layout and the communicator disagree on the ranks");
   if (num_host_kv_pages > 0)
     host_kv_ = std::make_unique<CpuKvStorage>(config_, num_host_kv_pages,
@@ -38,7 +38,7 @@ void CpuModel::embed(const std::vector<int32_t>& ids, float* h) {
     else
       std::fill_n(h + t * H, H, 0.0f);
   }
-  comm_->all_reduce_sum(h, ids.size() * H);
+  if (shard_.tp_size > 1) comm_->all_reduce_sum(h, ids.size() * H);
 }
 
 // Vocabulary-parallel LM head: each rank scores its rows, padded to an equal width for the all-gather. One
@@ -63,6 +63,25 @@ void CpuModel::lm_head(const float* x, int64_t R, std::vector<float>* logits) {
 }
 
 ForwardOutput CpuModel::forward(const ForwardBatch& batch, const ForwardOptions& options) {
+  if (shard_.dp_size == 1) return forward_local(batch, options);
+  if (options.trace_hidden || options.trace_msa || options.trace_moe)
+    fail(ErrorKind::kUnsupported, "forward traces need --data-parallel-size 1");
+  // Every rank runs its own sequences (a rank with none still joins the MoE layers' exchanges); the logits
+  // rows then reach every rank in batch order.
+  const DpSplit split = split_by_dp_rank(batch, shard_.dp_size);
+  dp_tokens_.resize(shard_.dp_size);
+  for (int r = 0; r < shard_.dp_size; ++r) dp_tokens_[r] = size_t(split.tokens(r));
+  ForwardOutput mine = forward_local(dp_local_batch(batch, split, shard_.dp_rank), options);
+  ForwardOutput out;
+  out.vocab = mine.vocab;
+  std::vector<size_t> bytes(shard_.dp_size);
+  for (int r = 0; r < shard_.dp_size; ++r) bytes[r] = size_t(split.rows(r)) * out.vocab * sizeof(float);
+  out.logits.resize(size_t(split.row_begin.back()) * out.vocab);
+  comm_->all_gather_varying(mine.logits.data(), bytes, out.logits.data());
+  return out;
+}
+
+ForwardOutput CpuModel::forward_local(const ForwardBatch& batch, const ForwardOptions& options) {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size;
   const int64_t T = static_cast<int64_t>(batch.token_ids.size());

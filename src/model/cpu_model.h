@@ -4,7 +4,9 @@
 // Tensor parallel by construction: the model holds the shard of config/shard_layout.h (its query heads, KV
 // and index heads, MLP columns and vocabulary rows) and sums its partial results over the communicator after
 // the o-projection, the FFN and the embedding; with one rank the shard is the whole model and the sums are
-// no-ops, so TP 1..N is one code path.
+// no-ops, so TP 1..N is one code path. With data-parallel attention (DEP) each rank runs its own sequences of
+// the batch and the MoE layers gather every rank's tokens, run the rank's experts on all of them and send
+// each rank its rows summed over the ranks (all-gather, then reduce-scatter).
 #pragma once
 
 #include <memory>
@@ -55,8 +57,12 @@ class CpuModel : public ModelBackend {
   // With several ranks, msa_trace holds the selections of this rank's KV groups only.
   ForwardOutput forward(const ForwardBatch& batch, const ForwardOptions& options = {}) override;
   MemoryUse memory_use() const override { return {w_.bytes, kv_.bytes()}; }
+  int data_parallel_size() const override { return shard_.dp_size; }
+  std::vector<int64_t> expert_token_counts() const override { return expert_tokens_; }
 
  private:
+  // This rank's part of the batch (all of it without data-parallel attention).
+  ForwardOutput forward_local(const ForwardBatch& batch, const ForwardOptions& options);
   struct TokenMeta {  // where each token of the batch lives
     int64_t pos;
     const SeqChunk* seq;
@@ -83,6 +89,8 @@ class CpuModel : public ModelBackend {
   CpuKvStorage kv_;
   std::unique_ptr<CpuKvStorage> host_kv_;  // the prefix cache's host tier (a plain copy on this backend)
   Rope rope_;
+  std::vector<size_t> dp_tokens_;       // data-parallel attention: this step's tokens on each rank
+  std::vector<int64_t> expert_tokens_;  // tokens routed to each expert, over the layers and steps
 };
 
 }  // namespace m3

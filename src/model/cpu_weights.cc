@@ -9,8 +9,9 @@ namespace m3 {
 
 CpuWeights load_cpu_weights(const ModelConfig& c, const Checkpoint& ckpt, const ShardLayout& shard,
                             bool fp8) {
-  const std::vector<WeightSpec> specs = weight_layout(c);
-  const std::vector<std::string> names = resolve_weight_names(ckpt, specs);
+  std::vector<WeightSpec> specs = weight_layout(c);
+  std::vector<std::string> names = resolve_weight_names(ckpt, specs);
+  keep_local_experts(shard, specs, &names);
   CpuWeights w;
   w.layers.resize(c.num_layers);
   for (auto& layer : w.layers) {
@@ -20,8 +21,6 @@ CpuWeights load_cpu_weights(const ModelConfig& c, const Checkpoint& ckpt, const 
   }
   for (size_t i = 0; i < specs.size(); ++i) {
     const WeightSpec& s = specs[i];
-    if (is_routed_expert(s.role) && (s.expert < shard.experts.begin || s.expert >= shard.experts.end))
-      continue;  // another rank's expert (expert parallelism)
     const TensorCut cut = shard_cut(s, c, shard);
     std::vector<float> data = ckpt.read_f32(names[i], s.shape, c.quant_block, cut);
     if (fp8 && is_linear(s.role)) {  // linear weights are [out, in]

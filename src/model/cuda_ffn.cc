@@ -3,8 +3,9 @@
 // active expert (and the shared expert, as one more group when its width matches) through the grouped GEMV
 // without a host sync; large batches read the expert loads back once and run one cuBLAS GEMM per non-empty
 // expert over its compact rows. The combine sums experts in ascending id order, times routed_scaling_factor,
-// plus the shared expert, as the reference does. With several ranks each runs its columns of every expert;
-// the caller sums the partial outputs over the ranks.
+// plus the shared expert, as the reference does. With several ranks each runs its columns of every expert, or
+// with expert parallelism its own whole experts (routing still covers all of them, and pairs of other ranks'
+// experts are skipped); the caller sums the partial outputs over the ranks.
 #include <algorithm>
 
 #include "model/cuda_model_impl.h"
@@ -24,11 +25,13 @@ void CudaModel::Impl::mlp(const bf16* x, int T, const Weight& w13, const Weight&
 void CudaModel::Impl::moe(const Layer& L, const bf16* x, const float* x32, int T, float* out,
                           std::vector<std::vector<int32_t>>* trace) {
   const int H = c.hidden_size, E = c.num_experts, K = c.experts_per_token, I = expert_i;
+  const cuda::ExpertRange local{int(shard.experts.begin), int(shard.experts.size())};
+  const int EL = local.count;  // the experts held here
   const bool small = T <= kGemvMaxTokens;
   // The shared expert rides along as one more group while all tokens fit one GEMV pass (32); beyond that a
   // dense GEMM reads its weights once.
   const bool shared_group = small && shared_fused && T <= 32;
-  const int G = E + (shared_group ? 1 : 0);
+  const int G = EL + (shared_group ? 1 : 0);
   float* logits = buf<float>("router", size_t(T) * E);
   int32_t* ids = buf<int32_t>("route.ids", size_t(T) * K);
   float* w = buf<float>("route.w", size_t(T) * K);
@@ -38,12 +41,12 @@ void CudaModel::Impl::moe(const Layer& L, const bf16* x, const float* x32, int T
   int32_t* slot_token = buf<int32_t>("moe.slot_token", size_t(T) * (K + 1));
   int32_t* active = buf<int32_t>("moe.active", G);
   if (T <= cuda::kRouteGroupMaxTokens && H % 32 == 0) {  // router, routing and grouping in one launch
-    cuda::moe_route_group(x32, L.router, L.router_bias, T, H, E, K, shared_group, logits, ids, w, counts,
-                          offsets, rank, slot_token, active, route_ticket, stream);
+    cuda::moe_route_group(x32, L.router, L.router_bias, T, H, E, K, local, shared_group, logits, ids, w,
+                          counts, offsets, rank, slot_token, active, route_ticket, stream);
   } else {
     gemm_f32(x32, T, H, L.router, E, logits);
     cuda::moe_route(logits, L.router_bias, T, E, K, ids, w, stream);
-    cuda::moe_group(ids, T, K, E, shared_group, counts, offsets, rank, slot_token, active, stream);
+    cuda::moe_group(ids, T, K, local, shared_group, counts, offsets, rank, slot_token, active, stream);
   }
   if (trace) {
     std::vector<int32_t> h(size_t(T) * K);
@@ -59,7 +62,7 @@ void CudaModel::Impl::moe(const Layer& L, const bf16* x, const float* x32, int T
   if (!shared_group) {
     float* s = buf<float>("moe.shared", size_t(T) * H);
     if (shared_fused)
-      mlp(x, T, L.exp_w13.rows(size_t(E) * 2 * I, H), L.exp_w2.rows(size_t(E) * H, I), I, s, "shared");
+      mlp(x, T, L.exp_w13.rows(size_t(EL) * 2 * I, H), L.exp_w2.rows(size_t(EL) * H, I), I, s, "shared");
     else
       mlp(x, T, L.sh_w13, L.sh_w2, shared_i, s, "shared");
     shared = s;
@@ -73,29 +76,33 @@ void CudaModel::Impl::moe(const Layer& L, const bf16* x, const float* x32, int T
                        offsets, active, max_active, T, true, c.swiglu_alpha, c.swiglu_limit, act, stream);
     cuda::grouped_gemv(L.exp_w2.w, L.exp_w2.mx(), int64_t(H) * I, G, H, I, act, I, nullptr, counts, offsets,
                        active, max_active, T, false, 0, 0, y, stream);
-    cuda::moe_combine(y, ids, w, rank, offsets, T, K, H, c.routed_scaling_factor, shared, E, out, stream);
+    cuda::moe_combine(y, ids, w, rank, offsets, T, K, H, c.routed_scaling_factor, shared, shared_group, local,
+                      out, stream);
     return;
   }
   // Large batch: one host read of the expert loads, then one GEMM per non-empty expert over its compact rows
   // (robust to skewed routing, unlike padding every expert to the largest load).
-  std::vector<int32_t> hc(E);
-  M3_CUDA_CHECK(cudaMemcpyAsync(hc.data(), counts, E * 4, cudaMemcpyDeviceToHost, stream));
+  std::vector<int32_t> hc(EL);
+  M3_CUDA_CHECK(cudaMemcpyAsync(hc.data(), counts, EL * 4, cudaMemcpyDeviceToHost, stream));
   M3_CUDA_CHECK(cudaStreamSynchronize(stream));
-  const size_t slots = size_t(T) * K;
-  bf16* xs = buf<bf16>("moe.xs", slots * H);
-  float* gu = buf<float>("moe.gu", slots * 2 * I);
-  bf16* act = buf<bf16>("moe.act", slots * I);
-  float* y = buf<float>("moe.y", slots * H);
-  cuda::moe_gather(x, ids, rank, offsets, T, K, H, xs, stream);
-  for (int e = 0, off = 0; e < E; off += hc[e++])
+  size_t slots = 0;  // the pairs routed to the experts held here
+  for (int32_t n : hc) slots += size_t(n);
+  const size_t cap = size_t(T) * K;  // every pair: the memory plan's bound, whatever the routing
+  bf16* xs = buf<bf16>("moe.xs", cap * H);
+  float* gu = buf<float>("moe.gu", cap * 2 * I);
+  bf16* act = buf<bf16>("moe.act", cap * I);
+  float* y = buf<float>("moe.y", cap * H);
+  cuda::moe_gather(x, ids, rank, offsets, T, K, H, local, xs, stream);
+  for (int e = 0, off = 0; e < EL; off += hc[e++])
     if (hc[e] > 0)
       linear(xs + size_t(off) * H, hc[e], H, L.exp_w13.rows(size_t(e) * 2 * I, H), 2 * I,
              gu + size_t(off) * 2 * I);
   cuda::swiglu_interleaved(gu, int64_t(slots), I, c.swiglu_alpha, c.swiglu_limit, act, stream);
-  for (int e = 0, off = 0; e < E; off += hc[e++])
+  for (int e = 0, off = 0; e < EL; off += hc[e++])
     if (hc[e] > 0)
       linear(act + size_t(off) * I, hc[e], I, L.exp_w2.rows(size_t(e) * H, I), H, y + size_t(off) * H);
-  cuda::moe_combine(y, ids, w, rank, offsets, T, K, H, c.routed_scaling_factor, shared, E, out, stream);
+  cuda::moe_combine(y, ids, w, rank, offsets, T, K, H, c.routed_scaling_factor, shared, false, local, out,
+                    stream);
 }
 
 }  // namespace m3

@@ -64,7 +64,7 @@ struct CudaModel::Impl {
     bf16 *q_norm = nullptr, *k_norm = nullptr, *iq_norm = nullptr, *ik_norm = nullptr;
     Weight mlp_w13, mlp_w2;  // dense MLP: interleaved gate/up [2I, H], down [H, I]
     float *router = nullptr, *router_bias = nullptr;
-    Weight exp_w13, exp_w2;  // [G, 2I, H], [G, H, I]; group E = the shared expert if fused
+    Weight exp_w13, exp_w2;  // [G, 2I, H], [G, H, I]: the experts held here, then the shared one if fused
     Weight sh_w13, sh_w2;    // the shared expert when its width differs
     bf16 *k_cache = nullptr, *v_cache = nullptr, *idx_cache = nullptr;  // k/v: bf16 pages
     uint8_t *k8 = nullptr, *v8 = nullptr;                               // or FP8 pages (opt.kv_fp8)
@@ -90,7 +90,7 @@ struct CudaModel::Impl {
   float* inv_freq = nullptr;
   unsigned* route_ticket = nullptr;  // moe_route_group's counter (0 between launches)
   std::vector<Layer> layers;
-  bool shared_fused = false;  // shared expert stored as group E of the expert slabs
+  bool shared_fused = false;  // shared expert stored as the last group of the expert slabs
   int max_n_in = 0;           // widest fused input projection over the layers
   std::map<std::string, std::pair<void*, size_t>> scratch;  // name -> (pointer, bytes)
   uint64_t scratch_generation = 0;  // bumped whenever a scratch buffer moves (captured graphs go stale)

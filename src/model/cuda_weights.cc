@@ -299,11 +299,11 @@ void CudaModel::Impl::load_weights(const Checkpoint* ckpt, uint64_t random_seed)
   const auto t0 = std::chrono::steady_clock::now();
   // The shard's dimensions (the whole model with one rank).
   const int H = c.hidden_size, D = c.head_dim, Hq = hq, Hkv = hkv;
-  const int Hi = hkv, Di = c.msa.index_head_dim;  // one index query head per KV group
-  const int E = c.num_experts, I = expert_i;
-  const std::vector<WeightSpec> specs = weight_layout(c);
-  const std::vector<std::string> names =
-      ckpt ? resolve_weight_names(*ckpt, specs) : std::vector<std::string>{};
+  const int Hi = hkv, Di = c.msa.index_head_dim;          // one index query head per KV group
+  const int E = int(shard.experts.size()), I = expert_i;  // the routed experts held here
+  std::vector<WeightSpec> specs = weight_layout(c);
+  std::vector<std::string> names = ckpt ? resolve_weight_names(*ckpt, specs) : std::vector<std::string>{};
+  keep_local_experts(shard, specs, ckpt ? &names : nullptr);
   std::vector<TensorCut> cuts(specs.size());
   for (size_t i = 0; i < specs.size(); ++i) cuts[i] = shard_cut(specs[i], c, shard);
   shared_fused = shared_i == I;
@@ -447,13 +447,13 @@ void CudaModel::Impl::load_weights(const Checkpoint* ckpt, uint64_t random_seed)
         at(L->mlp_w2, 0);
         break;
       case WeightRole::kExpertGate:
-        at(L->exp_w13, s.expert * G13, Interleave::kGateHalf);
+        at(L->exp_w13, (s.expert - shard.experts.begin) * G13, Interleave::kGateHalf);
         break;
       case WeightRole::kExpertUp:
-        at(L->exp_w13, s.expert * G13, Interleave::kUpHalf);
+        at(L->exp_w13, (s.expert - shard.experts.begin) * G13, Interleave::kUpHalf);
         break;
       case WeightRole::kExpertDown:
-        at(L->exp_w2, s.expert * G2);
+        at(L->exp_w2, (s.expert - shard.experts.begin) * G2);
         break;
       case WeightRole::kSharedGate:
         at(shared_fused ? L->exp_w13 : L->sh_w13, shared_fused ? E * G13 : 0, Interleave::kGateHalf);

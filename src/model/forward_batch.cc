@@ -57,6 +57,7 @@ class Reader {
 struct ChunkHeader {
   int32_t token_offset, num_tokens;
   int64_t start_pos;
+  int32_t dp_rank;
   uint8_t want_logits;
 };
 
@@ -71,7 +72,7 @@ std::string encode_forward_call(const ForwardBatch& b, const ForwardOptions& o) 
   w.put_array(std::span<const int32_t>(b.token_ids));
   w.put<uint64_t>(b.seqs.size());
   for (const SeqChunk& s : b.seqs) {
-    w.put(ChunkHeader{s.token_offset, s.num_tokens, s.start_pos, s.want_logits});
+    w.put(ChunkHeader{s.token_offset, s.num_tokens, s.start_pos, s.dp_rank, s.want_logits});
     w.put_array(s.block_table);
   }
   w.put_array(std::span<const SamplingRow>(b.sampling));
@@ -94,12 +95,58 @@ ForwardCall decode_forward_call(const std::string& bytes) {
     const auto h = r.get<ChunkHeader>();
     c.block_tables.push_back(r.get_array<int32_t>());
     c.batch.seqs.push_back(
-        {h.token_offset, h.num_tokens, h.start_pos, c.block_tables.back(), h.want_logits != 0});
+        {h.token_offset, h.num_tokens, h.start_pos, c.block_tables.back(), h.want_logits != 0, 0, h.dp_rank});
   }
   c.batch.sampling = r.get_array<SamplingRow>();
   c.batch.sampling_adjustments = r.get_array<LogitAdjustment>();
   if (!r.done()) fail(ErrorKind::kInternal, "forward call: trailing bytes");
   return c;
+}
+
+DpSplit split_by_dp_rank(const ForwardBatch& b, int dp) {
+  DpSplit s;
+  s.token_begin.assign(dp + 1, 0);
+  s.row_begin.assign(dp + 1, 0);
+  s.seq_begin.assign(dp + 1, 0);
+  int prev = 0;
+  for (const SeqChunk& c : b.seqs) {
+    if (c.dp_rank < prev || c.dp_rank >= dp)
+      fail(ErrorKind::kInternal, "forward batch: seqs not grouped by data-parallel rank");
+    prev = c.dp_rank;
+    s.token_begin[c.dp_rank + 1] += c.num_tokens;
+    s.row_begin[c.dp_rank + 1] += c.want_logits ? 1 : 0;
+    s.seq_begin[c.dp_rank + 1] += 1;
+  }
+  for (int r = 0; r < dp; ++r) {
+    s.token_begin[r + 1] += s.token_begin[r];
+    s.row_begin[r + 1] += s.row_begin[r];
+    s.seq_begin[r + 1] += s.seq_begin[r];
+  }
+  int32_t at = 0;  // the tokens of the seqs, in order, must be the batch's
+  for (const SeqChunk& c : b.seqs) {
+    if (c.token_offset != at) fail(ErrorKind::kInternal, "forward batch: seqs' tokens out of order");
+    at += c.num_tokens;
+  }
+  if (at != static_cast<int32_t>(b.token_ids.size()))
+    fail(ErrorKind::kInternal, "forward batch: tokens outside the seqs");
+  return s;
+}
+
+ForwardBatch dp_local_batch(const ForwardBatch& b, const DpSplit& s, int r) {
+  ForwardBatch local;
+  local.page_copies = b.page_copies;
+  local.token_ids.assign(b.token_ids.begin() + s.token_begin[r], b.token_ids.begin() + s.token_begin[r + 1]);
+  for (int i = s.seq_begin[r]; i < s.seq_begin[r + 1]; ++i) {
+    SeqChunk c = b.seqs[i];
+    c.token_offset -= s.token_begin[r];
+    local.seqs.push_back(c);
+  }
+  if (!b.sampling.empty()) {
+    local.sampling.assign(b.sampling.begin() + s.row_begin[r], b.sampling.begin() + s.row_begin[r + 1]);
+    local.sampling_adjustments = b.sampling_adjustments;
+  }
+  if (r == 0) local.token_masks = b.token_masks;
+  return local;
 }
 
 }  // namespace m3

@@ -20,6 +20,7 @@ struct SeqChunk {
   std::span<const int32_t> block_table;  // page ids covering positions [0, start_pos + num_tokens)
   bool want_logits = false;              // return logits of the chunk's last token
   int64_t seq_id = 0;                    // the engine's id of the sequence (stable across preemption)
+  int32_t dp_rank = 0;  // the data-parallel attention rank that holds its KV (block_table is that rank's)
 };
 
 // A copy of one KV page (K, V and index keys of every layer) between the device pool and the prefix cache's
@@ -70,6 +71,21 @@ struct ForwardOptions {
   bool trace_msa = false;
   bool trace_moe = false;
 };
+
+// Data-parallel attention: how a batch splits over the DP ranks. The engine groups the seqs by
+// SeqChunk::dp_rank in rank order, so each rank's tokens and logits rows are contiguous ranges.
+struct DpSplit {
+  std::vector<int32_t> token_begin;  // [dp + 1]: rank r's tokens are [token_begin[r], token_begin[r + 1])
+  std::vector<int32_t> row_begin;    // [dp + 1]: the same for the logits (and sampling) rows
+  std::vector<int32_t> seq_begin;    // [dp + 1]: the same for the seqs
+  int32_t tokens(int r) const { return token_begin[r + 1] - token_begin[r]; }
+  int32_t rows(int r) const { return row_begin[r + 1] - row_begin[r]; }
+};
+// kInternal when the seqs are not grouped in rank order or a rank is out of [0, dp).
+DpSplit split_by_dp_rank(const ForwardBatch& batch, int dp);
+// Rank r's part as a batch of its own (token offsets rebased; the page copies and, on rank 0, the token
+// masks kept; sampling adjustments kept whole, so the rows' ranges stay valid).
+ForwardBatch dp_local_batch(const ForwardBatch& batch, const DpSplit& split, int r);
 
 // A forward call as bytes, for the other ranks of a multi-rank model (dist/rank_protocol.h).
 std::string encode_forward_call(const ForwardBatch& batch, const ForwardOptions& options);

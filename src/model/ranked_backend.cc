@@ -17,6 +17,7 @@ std::string encode_options(const BackendOptions& o) {
                         {"num_kv_pages", o.num_kv_pages},
                         {"num_host_kv_pages", o.num_host_kv_pages},
                         {"expert_parallel", o.expert_parallel},
+                        {"data_parallel", o.data_parallel},
                         {"gpu_memory_utilization", o.gpu_memory_utilization},
                         {"max_num_batched_tokens", o.max_num_batched_tokens},
                         {"max_num_seqs", o.max_num_seqs},
@@ -35,6 +36,7 @@ BackendOptions decode_options(const std::string& bytes, std::shared_ptr<dist::Co
   o.num_kv_pages = j.at("num_kv_pages");
   o.num_host_kv_pages = j.at("num_host_kv_pages");
   o.expert_parallel = j.at("expert_parallel");
+  o.data_parallel = j.at("data_parallel");
   o.gpu_memory_utilization = j.at("gpu_memory_utilization");
   o.max_num_batched_tokens = j.at("max_num_batched_tokens");
   o.max_num_seqs = j.at("max_num_seqs");
@@ -103,6 +105,9 @@ class RankedBackend final : public ModelBackend {
   int num_host_kv_pages() const override { return shard_->num_host_kv_pages(); }  // the same on every rank
   bool samples_on_device() const override { return shard_->samples_on_device(); }
   MemoryUse memory_use() const override { return shard_->memory_use(); }
+  int data_parallel_size() const override { return shard_->data_parallel_size(); }
+  // Rank 0 routes every token of the step (with DP attention, the gathered batch), so its counts are whole.
+  std::vector<int64_t> expert_token_counts() const override { return shard_->expert_token_counts(); }
   ForwardOutput forward(const ForwardBatch& batch, const ForwardOptions& options) override {
     dist::post_call(*comm_, dist::RankCall::kForward, encode_forward_call(batch, options));
     return shard_->forward(batch, options);

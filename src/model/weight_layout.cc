@@ -87,6 +87,23 @@ bool is_routed_expert(WeightRole role) {
   return role == WeightRole::kExpertGate || role == WeightRole::kExpertUp || role == WeightRole::kExpertDown;
 }
 
+void keep_local_experts(const ShardLayout& shard, std::vector<WeightSpec>& specs,
+                        std::vector<std::string>* names) {
+  size_t kept = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const WeightSpec& s = specs[i];
+    if (is_routed_expert(s.role) && (s.expert < shard.experts.begin || s.expert >= shard.experts.end))
+      continue;
+    if (kept != i) {  // (a self-move would empty the string)
+      if (names) (*names)[kept] = std::move((*names)[i]);
+      specs[kept] = std::move(specs[i]);
+    }
+    ++kept;
+  }
+  specs.resize(kept);
+  if (names) names->resize(kept);
+}
+
 TensorCut shard_cut(const WeightSpec& spec, const ModelConfig& c, const ShardLayout& shard) {
   if (shard.tp_size == 1) return {};
   const int64_t D = c.head_dim, Di = c.msa.index_head_dim;

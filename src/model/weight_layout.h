@@ -59,6 +59,11 @@ bool is_linear(WeightRole role);
 // A routed expert's gate, up or down projection (WeightSpec::expert says which expert).
 bool is_routed_expert(WeightRole role);
 
+// Drops the routed experts that other ranks hold (expert parallelism) from `specs` and, index for index, from
+// `names` (resolve_weight_names' answer for all of them; null: none yet).
+void keep_local_experts(const ShardLayout& shard, std::vector<WeightSpec>& specs,
+                        std::vector<std::string>* names);
+
 // The part of `spec` the rank of `shard` holds: column-parallel projections (q, k, v, index q, gate / up)
 // keep their rows, row-parallel ones (o, down) their columns, the embedding and LM head their vocabulary
 // rows; norms, the router and the index key projection are whole on every rank.

@@ -12,6 +12,7 @@ struct ScheduledChunk {
   int32_t start_pos = 0;   // tokens of the sequence already in the KV cache
   int32_t num_tokens = 0;  // tokens computed this step, starting at start_pos
   bool samples = false;    // the chunk reaches the end of the known tokens: sample the next one
+  int32_t dp_rank = 0;     // the data-parallel attention rank that holds the sequence (sched/data_parallel.h)
 };
 
 struct StepPlan {

@@ -101,6 +101,28 @@ std::string Metrics::render(const EngineStats& e) const {
     counter("m3:kv_host_tier_hits_total", static_cast<double>(e.prefix_cache_host_hits));
     gauge("m3:kv_host_tier_usage_perc", static_cast<double>(e.host_pages_used) / e.host_pages_total);
   }
+  // Data-parallel attention: each rank's load (the balancer's inputs) and the requests it was given.
+  out += "# TYPE m3:dp_rank_num_requests_running gauge\n";
+  for (size_t r = 0; r < e.dp_ranks.size(); ++r)
+    out += "m3:dp_rank_num_requests_running{" + labels_ + ",dp_rank=\"" + std::to_string(r) + "\"} " +
+           num(double(e.dp_ranks[r].running)) + "\n";
+  out += "# TYPE m3:dp_rank_kv_cache_usage_perc gauge\n";
+  for (size_t r = 0; r < e.dp_ranks.size(); ++r) {
+    const DpRankStats& d = e.dp_ranks[r];
+    out += "m3:dp_rank_kv_cache_usage_perc{" + labels_ + ",dp_rank=\"" + std::to_string(r) + "\"} " +
+           num(d.kv_pages_total ? 1.0 - double(d.kv_pages_free) / d.kv_pages_total : 0.0) + "\n";
+  }
+  out += "# TYPE m3:dp_rank_requests_total counter\n";
+  for (size_t r = 0; r < e.dp_ranks.size(); ++r)
+    out += "m3:dp_rank_requests_total{" + labels_ + ",dp_rank=\"" + std::to_string(r) + "\"} " +
+           num(double(e.dp_ranks[r].requests)) + "\n";
+  // Expert load: tokens routed to each expert over the MoE layers (what --expert-placement balances).
+  if (!e.expert_tokens.empty()) {
+    out += "# TYPE m3:moe_expert_tokens_total counter\n";
+    for (size_t x = 0; x < e.expert_tokens.size(); ++x)
+      out += "m3:moe_expert_tokens_total{" + labels_ + ",expert=\"" + std::to_string(x) + "\"} " +
+             num(double(e.expert_tokens[x])) + "\n";
+  }
   // Structured output: token masks computed, and the host time of the steps' mask work (it overlaps the
   // forward passes: compare TPOT with and without a grammar for what it adds).
   counter("m3:structured_output_masks_total", static_cast<double>(e.grammar_masks));

@@ -122,6 +122,25 @@ TEST(GenerateCliRanks, ExpertParallelRanksReproduceReferenceGreedyIds) {
   }
 }
 
+TEST(GenerateCliRanks, DataParallelAttentionRanksReproduceReferenceGreedyIds) {
+  // DEP: each rank attends for its own prompts (the engine spreads them over the ranks) and holds 4, 2 or
+  // 4 of the experts; the MoE layers exchange the tokens.
+  for (const auto& [fixture, dp] :
+       {std::pair{"m3-tiny-msa", 2}, {"m3-tiny-msa", 4}, {"m3-tiny-hf-sharded", 4}}) {
+    auto golden = load_golden(fixture);
+    CliRun r = m3_generate("--model " + fixture_model_dir(fixture) +
+                               " --device cpu --enable-expert-parallel --data-parallel-size " +
+                               std::to_string(dp) + " --max-num-batched-tokens 100",
+                           golden_input(golden));
+    expect_golden_ids(r, golden);
+    EXPECT_NE(r.err.find("starting " + std::to_string(dp) + " ranks"), std::string::npos) << r.err;
+  }
+  CliRun no_ep = m3_generate("--model " + fixture_model_dir("m3-tiny-msa") + " --device cpu --dp 2", "");
+  EXPECT_EQ(no_ep.status, 2);
+  EXPECT_NE(no_ep.err.find("--data-parallel-size 2 needs --enable-expert-parallel"), std::string::npos)
+      << no_ep.err;
+}
+
 TEST(GenerateCliRanks, RankErrorsAreNamed) {
   const std::string model = "--model " + fixture_model_dir("m3-tiny-hf-sharded") + " --device cpu";
   CliRun uneven = m3_generate(model + " --tp 3", "");

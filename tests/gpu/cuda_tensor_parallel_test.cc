@@ -1,7 +1,9 @@
 // The CUDA model split over ranks computes what one rank computes. On one GPU the ranks are threads whose
 // device collectives are staged through the host (NCCL refuses two ranks on one device; eager steps, since
 // a host round trip cannot be captured in a graph); on a machine with two GPUs, two ranks over NCCL with
-// CUDA graphs, as `m3 serve --tensor-parallel-size 2 --device cuda` runs them.
+// CUDA graphs, as `m3 serve --tensor-parallel-size 2 --device cuda` runs them. Both with the routed experts
+// split by column and by expert (--enable-expert-parallel: each rank runs its whole experts, the pairs routed
+// to the others' skipped).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -93,12 +95,13 @@ void expect_same_model(const std::vector<std::vector<std::vector<std::vector<flo
 struct Case {
   const char* fixture;
   int tp;
+  bool ep = false;
 };
 class CudaTensorParallel : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CudaTensorParallel, ShardsOnOneGpuComputeWhatOneRankComputes) {
   M3_REQUIRE_GPU();
-  const auto [fixture, tp] = GetParam();
+  const auto [fixture, tp, ep] = GetParam();
   const auto golden = load_golden(fixture);
   CudaModelOptions eager;
   eager.cuda_graphs = false;
@@ -108,7 +111,7 @@ TEST_P(CudaTensorParallel, ShardsOnOneGpuComputeWhatOneRankComputes) {
   const ModelConfig config = load_model_config(fixture_model_dir(fixture));
   threads.run([&](std::shared_ptr<dist::Communicator> comm) {
     CudaModelOptions o = eager;
-    o.shard = make_shard_layout(config, tp, comm->rank());
+    o.shard = make_shard_layout(config, tp, comm->rank(), ep);
     o.ranks = comm;
     o.device_comm = std::make_shared<StagedDeviceComm>(comm);
     auto model = make_model(fixture, o);
@@ -119,10 +122,12 @@ TEST_P(CudaTensorParallel, ShardsOnOneGpuComputeWhatOneRankComputes) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaTensorParallel,
                          ::testing::Values(Case{"m3-tiny-msa", 2}, Case{"m3-tiny-msa", 4},
-                                           Case{"m3-tiny-hf-sharded", 2}, Case{"m3-tiny-block128", 4}),
+                                           Case{"m3-tiny-hf-sharded", 2}, Case{"m3-tiny-block128", 4},
+                                           Case{"m3-tiny-msa", 2, true}, Case{"m3-tiny-msa", 4, true},
+                                           Case{"m3-tiny-hf-sharded", 4, true}),
                          [](const auto& info) {
-                           std::string n =
-                               std::string(info.param.fixture) + "_tp" + std::to_string(info.param.tp);
+                           std::string n = std::string(info.param.fixture) + "_tp" +
+                                           std::to_string(info.param.tp) + (info.param.ep ? "_ep" : "");
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
@@ -148,7 +153,8 @@ TEST(CudaTensorParallel, RefusesWidthsItsKernelsDoNotTakeNamingThem) {
 TEST(CudaTensorParallelNccl, TwoGpusWithGraphsComputeWhatOneRankComputes) {
   M3_REQUIRE_GPU();
   if (cuda::list_devices().size() < 2) GTEST_SKIP() << "needs two GPUs (NCCL refuses two ranks on one)";
-  for (const char* fixture : {"m3-tiny-msa", "m3-tiny-block128"}) {
+  for (const auto& [fixture, ep] :
+       {std::pair{"m3-tiny-msa", false}, {"m3-tiny-block128", false}, {"m3-tiny-msa", true}}) {
     const auto golden = load_golden(fixture);
     const auto one = golden_steps(*make_model(fixture, {}), golden);
     std::vector<std::vector<std::vector<std::vector<float>>>> ranks(2);
@@ -156,7 +162,7 @@ TEST(CudaTensorParallelNccl, TwoGpusWithGraphsComputeWhatOneRankComputes) {
     const ModelConfig config = load_model_config(fixture_model_dir(fixture));
     threads.run([&](std::shared_ptr<dist::Communicator> comm) {
       CudaModelOptions o;
-      o.shard = make_shard_layout(config, 2, comm->rank());
+      o.shard = make_shard_layout(config, 2, comm->rank(), ep);
       o.ranks = comm;  // NCCL, its unique id carried by the thread ranks
       o.device = comm->rank();
       auto model = make_model(fixture, o);

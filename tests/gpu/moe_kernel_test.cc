@@ -2,8 +2,9 @@
 // without the shared group, and the active-group list), the grouped tensor-core GEMV (SwiGLU-OAI on the
 // interleaved gate/up layout, then the down projection), the gather for per-expert GEMMs and the routed
 // combine, for batch sizes across one and several passes of the GEMV (1..70 tokens per expert) and hidden /
-// intermediate widths that are not multiples of 32; and the one-launch router + routing + grouping of small
-// batches against the separate launches.
+// intermediate widths that are not multiples of 32; with expert parallelism (a rank's range of the experts:
+// pairs of other ranks' experts skipped, local experts with skewed or no load); and the one-launch router +
+// routing + grouping of small batches against the separate launches.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -44,13 +45,17 @@ double swiglu(double g, double u, double alpha, double limit) {
 struct Case {
   int T, E, k, H, I;
   bool shared;
+  int first = 0, local = 0;  // the experts held here: [first, first + local); local 0: all of them
 };
 
 class MoeKernels : public ::testing::TestWithParam<Case> {};
 
 TEST_P(MoeKernels, MatchCpu) {
   M3_REQUIRE_GPU();
-  const auto [T, E, k, H, I, shared] = GetParam();
+  const auto [T, E, k, H, I, shared, first, local_count] = GetParam();
+  const cuda::ExpertRange local{first, local_count > 0 ? local_count : E};
+  const int EL = local.count;
+  auto group_of = [&](int e) { return e >= first && e < first + EL ? e - first : -1; };
   const float alpha = 1.702f, limit = 7.0f, scale = 2.0f;
   std::mt19937 rng(T * 131 + E * 7 + H + shared);
   std::normal_distribution<float> n;
@@ -65,7 +70,7 @@ TEST_P(MoeKernels, MatchCpu) {
     for (int j = 0; j < k; ++j)
       ids[size_t(t) * k + j] = e[j], w[size_t(t) * k + j] = 0.1f + (rng() % 100) / 100.f;
   }
-  const int G = E + (shared ? 1 : 0);
+  const int G = EL + (shared ? 1 : 0);
   std::vector<bf16> x(size_t(T) * H), w13(size_t(G) * 2 * I * H), w2(size_t(G) * H * I);
   for (auto& v : x) v = __float2bfloat16(n(rng));
   for (auto& v : w13) v = __float2bfloat16(n(rng) * 3.0f / std::sqrt(float(H)));  // some gates hit the clamp
@@ -78,13 +83,14 @@ TEST_P(MoeKernels, MatchCpu) {
   int32_t* d_ids = upload(ids);
   float* d_w = upload(w);
   bf16 *d_x = upload(x), *d_w13 = upload(w13), *d_w2 = upload(w2);
-  cuda::moe_group(d_ids, T, k, E, shared, d_counts, d_offsets, d_rank, d_slot_token, d_active, nullptr);
+  cudaMemset(d_slot_token, 0xff, T * (k + 1) * 4);
+  cuda::moe_group(d_ids, T, k, local, shared, d_counts, d_offsets, d_rank, d_slot_token, d_active, nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
   // Grouping: stable in pair order.
   std::vector<int> counts(G, 0), rank(size_t(T) * k);
-  for (int p = 0; p < T * k; ++p) rank[p] = counts[ids[p]]++;
-  if (shared) counts[E] = T;
+  for (int p = 0; p < T * k; ++p) rank[p] = group_of(ids[p]) >= 0 ? counts[group_of(ids[p])]++ : -1;
+  if (shared) counts[EL] = T;
   std::vector<int> offsets(G + 1, 0);
   for (int e = 0; e < G; ++e) offsets[e + 1] = offsets[e] + counts[e];
   EXPECT_EQ(download(d_counts, G), std::vector<int32_t>(counts.begin(), counts.end()));
@@ -98,8 +104,9 @@ TEST_P(MoeKernels, MatchCpu) {
   EXPECT_EQ(download(d_active, G), active);
   const int slots = offsets[G];
   std::vector<int> slot_token(slots);
-  for (int p = 0; p < T * k; ++p) slot_token[offsets[ids[p]] + rank[p]] = p / k;
-  for (int t = 0; t < T && shared; ++t) slot_token[offsets[E] + t] = t;
+  for (int p = 0; p < T * k; ++p)
+    if (group_of(ids[p]) >= 0) slot_token[offsets[group_of(ids[p])] + rank[p]] = p / k;
+  for (int t = 0; t < T && shared; ++t) slot_token[offsets[EL] + t] = t;
   EXPECT_EQ(download(d_slot_token, slots), std::vector<int32_t>(slot_token.begin(), slot_token.end()));
 
   // Grouped GEMVs: act (bf16) then y (fp32).
@@ -120,7 +127,8 @@ TEST_P(MoeKernels, MatchCpu) {
     for (auto& v : shared_rows) v = n(rng);
     d_shared = upload(shared_rows);
   }
-  cuda::moe_combine(d_y, d_ids, d_w, d_rank, d_offsets, T, k, H, scale, d_shared, E, d_out, nullptr);
+  cuda::moe_combine(d_y, d_ids, d_w, d_rank, d_offsets, T, k, H, scale, d_shared, shared, local, d_out,
+                    nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<bf16> act = download(d_act, size_t(slots) * I);
   const std::vector<float> y = download(d_y, size_t(slots) * H), out = download(d_out, size_t(T) * H);
@@ -153,12 +161,14 @@ TEST_P(MoeKernels, MatchCpu) {
   for (int t = 0; t < T; ++t)
     for (int c = 0; c < H; ++c) {
       std::vector<std::pair<int, int>> order;
-      for (int j = 0; j < k; ++j) order.push_back({ids[size_t(t) * k + j], j});
+      for (int j = 0; j < k; ++j)
+        if (group_of(ids[size_t(t) * k + j]) >= 0) order.push_back({ids[size_t(t) * k + j], j});
       std::sort(order.begin(), order.end());
       double acc = 0;
       for (auto [e, j] : order)
-        acc += double(y[size_t(offsets[e] + rank[size_t(t) * k + j]) * H + c]) * w[size_t(t) * k + j];
-      const double sh = shared ? y[size_t(offsets[E] + t) * H + c] : shared_rows[size_t(t) * H + c];
+        acc +=
+            double(y[size_t(offsets[group_of(e)] + rank[size_t(t) * k + j]) * H + c]) * w[size_t(t) * k + j];
+      const double sh = shared ? y[size_t(offsets[EL] + t) * H + c] : shared_rows[size_t(t) * H + c];
       const double ref = acc * scale + sh;
       out_err = std::max(out_err, std::abs(out[size_t(t) * H + c] - ref) / (1 + std::abs(ref)));
     }
@@ -170,13 +180,13 @@ TEST_P(MoeKernels, MatchCpu) {
   // The gather puts each pair's token row at offsets[e] + rank (the per-expert GEMMs' rows).
   bf16* d_xc;
   cudaMalloc(&d_xc, size_t(T) * k * H * 2);
-  cuda::moe_gather(d_x, d_ids, d_rank, d_offsets, T, k, H, d_xc, nullptr);
+  cuda::moe_gather(d_x, d_ids, d_rank, d_offsets, T, k, H, local, d_xc, nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<bf16> xc = download(d_xc, size_t(T) * k * H);
   int bad = 0;
   for (int p = 0; p < T * k; ++p)
-    for (int c = 0; c < H; ++c)
-      bad += __bfloat162float(xc[(size_t(offsets[ids[p]]) + rank[p]) * H + c]) !=
+    for (int c = 0; c < H && group_of(ids[p]) >= 0; ++c)
+      bad += __bfloat162float(xc[(size_t(offsets[group_of(ids[p])]) + rank[p]) * H + c]) !=
              __bfloat162float(x[size_t(p / k) * H + c]);
   EXPECT_EQ(bad, 0) << "gather";
   for (void* p : {(void*)d_counts, (void*)d_offsets, (void*)d_rank, (void*)d_slot_token, (void*)d_ids,
@@ -231,16 +241,20 @@ TEST(MoeRouteGroup, MatchesTheSeparateLaunches) {
   M3_REQUIRE_GPU();
   unsigned* d_ticket;
   cudaMalloc(&d_ticket, 4), cudaMemset(d_ticket, 0, 4);
-  for (const auto& [T, E, k, H, shared] :
-       {std::tuple{1, 128, 4, 6144, true}, std::tuple{32, 128, 4, 256, false}, std::tuple{7, 40, 6, 96, true},
-        std::tuple{3, 256, 8, 64, false}}) {
+  for (const auto& [T, E, k, H, shared, local] :
+       {std::tuple{1, 128, 4, 6144, true, cuda::ExpertRange{0, 128}},
+        std::tuple{32, 128, 4, 256, false, cuda::ExpertRange{0, 128}},
+        std::tuple{7, 40, 6, 96, true, cuda::ExpertRange{0, 40}},
+        std::tuple{3, 256, 8, 64, false, cuda::ExpertRange{0, 256}},
+        std::tuple{32, 128, 4, 256, true, cuda::ExpertRange{64, 32}},  // expert parallelism: rank 2 of 4
+        std::tuple{5, 128, 4, 6144, false, cuda::ExpertRange{0, 16}}}) {
     std::mt19937 rng(T * 11 + E + H);
     std::normal_distribution<float> n;
     std::vector<float> x(size_t(T) * H), router(size_t(E) * H), bias(E);
     for (auto& v : x) v = n(rng);
     for (auto& v : router) v = n(rng) / std::sqrt(float(H));
     for (auto& v : bias) v = float(int(rng() % 5)) / 64.0f;
-    const int G = E + (shared ? 1 : 0);
+    const int G = local.count + (shared ? 1 : 0);
     float *d_x = upload(x), *d_router = upload(router), *d_bias = upload(bias), *d_logits, *d_w, *d_w2;
     int32_t *d_ids, *d_ids2, *d_a[5], *d_b[5];
     cudaMalloc(&d_logits, size_t(T) * E * 4), cudaMalloc(&d_w, size_t(T) * k * 4),
@@ -252,10 +266,10 @@ TEST(MoeRouteGroup, MatchesTheSeparateLaunches) {
       cudaMemset(d_a[i], 0xff, sizes[i] * 4), cudaMemset(d_b[i], 0xff, sizes[i] * 4);
     }
     for (int launch = 0; launch < 2; ++launch)
-      cuda::moe_route_group(d_x, d_router, d_bias, T, H, E, k, shared, d_logits, d_ids, d_w, d_a[0], d_a[1],
-                            d_a[2], d_a[3], d_a[4], d_ticket, nullptr);
+      cuda::moe_route_group(d_x, d_router, d_bias, T, H, E, k, local, shared, d_logits, d_ids, d_w, d_a[0],
+                            d_a[1], d_a[2], d_a[3], d_a[4], d_ticket, nullptr);
     cuda::moe_route(d_logits, d_bias, T, E, k, d_ids2, d_w2, nullptr);
-    cuda::moe_group(d_ids2, T, k, E, shared, d_b[0], d_b[1], d_b[2], d_b[3], d_b[4], nullptr);
+    cuda::moe_group(d_ids2, T, k, local, shared, d_b[0], d_b[1], d_b[2], d_b[3], d_b[4], nullptr);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const std::string what = "T=" + std::to_string(T) + " E=" + std::to_string(E) + " H=" + std::to_string(H);
     EXPECT_EQ(download(d_ticket, 1)[0], 0u) << what;
@@ -288,8 +302,13 @@ TEST(MoeRouteGroup, MatchesTheSeparateLaunches) {
 INSTANTIATE_TEST_SUITE_P(Shapes, MoeKernels,
                          ::testing::Values(Case{1, 8, 2, 64, 32, true}, Case{5, 16, 4, 64, 48, false},
                                            Case{37, 8, 2, 96, 40, true}, Case{20, 4, 2, 64, 32, true},
-                                           Case{70, 128, 4, 256, 64, true},
-                                           Case{300, 16, 4, 128, 32, false}));
+                                           Case{70, 128, 4, 256, 64, true}, Case{300, 16, 4, 128, 32, false},
+                                           // Expert parallelism: one rank's experts of 4 (expert 0, the
+                                           // hot one, elsewhere or here), some local experts with no pairs.
+                                           Case{37, 16, 2, 96, 40, true, 4, 4},
+                                           Case{70, 128, 4, 256, 64, false, 0, 32},
+                                           Case{5, 128, 4, 64, 32, true, 96, 32},
+                                           Case{300, 16, 4, 128, 32, true, 12, 4}));
 
 }  // namespace
 }  // namespace m3

@@ -177,7 +177,7 @@ TEST(ForwardCall, RoundTripsThroughBytes) {
   ForwardBatch b;
   b.token_ids = {5, 6, 7, 8};
   b.seqs.push_back({0, 3, 130, table_a, true});
-  b.seqs.push_back({3, 1, 9, table_b, false});
+  b.seqs.push_back({3, 1, 9, table_b, false, 0, 1});
   b.sampling.push_back(SamplingRow{0.7f, 0.9f, 40, 0.05f, {1.1f, 0.2f, 0.3f}, 0.25, 0, 1});
   b.sampling_adjustments.push_back({42, -1.5f, 2, 1, 0});
   ForwardOptions o;
@@ -190,6 +190,8 @@ TEST(ForwardCall, RoundTripsThroughBytes) {
   EXPECT_EQ(std::vector<int32_t>(c.batch.seqs[0].block_table.begin(), c.batch.seqs[0].block_table.end()),
             table_a);
   EXPECT_EQ(c.batch.seqs[1].token_offset, 3);
+  EXPECT_EQ(c.batch.seqs[0].dp_rank, 0);
+  EXPECT_EQ(c.batch.seqs[1].dp_rank, 1);
   EXPECT_EQ(std::vector<int32_t>(c.batch.seqs[1].block_table.begin(), c.batch.seqs[1].block_table.end()),
             table_b);
   ASSERT_EQ(c.batch.sampling.size(), 1u);

@@ -63,8 +63,9 @@ double rel_error(const std::vector<float>& a, const std::vector<float>& b) {
   return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
 }
 
-int SequenceRunner::add_sequence() {
+int SequenceRunner::add_sequence(int dp_rank) {
   seqs_.emplace_back();
+  seqs_.back().dp_rank = dp_rank;
   return static_cast<int>(seqs_.size()) - 1;
 }
 
@@ -72,6 +73,7 @@ int SequenceRunner::fork_sequence(int from, int pages) {
   const Seq& f = seqs_.at(from);
   EXPECT_LE(int64_t(pages) * model_.page_size(), f.len) << "fork past what the sequence computed";
   Seq s;
+  s.dp_rank = f.dp_rank;
   s.pages.assign(f.pages.begin(), f.pages.begin() + pages);
   s.len = int64_t(pages) * model_.page_size();
   seqs_.push_back(std::move(s));
@@ -86,8 +88,9 @@ std::vector<std::vector<float>> SequenceRunner::step(
   for (const auto& [id, tokens] : work) {
     Seq& s = seqs_.at(id);
     while (static_cast<int64_t>(s.pages.size()) * page < s.len + static_cast<int64_t>(tokens.size())) {
-      EXPECT_LT(next_page_, model_.num_kv_pages()) << "test ran out of KV pages";
-      s.pages.push_back(next_page_++);
+      int32_t& next = next_page_[s.dp_rank];
+      EXPECT_LT(next, model_.num_kv_pages()) << "test ran out of KV pages";
+      s.pages.push_back(next++);
     }
   }
   for (const auto& [id, tokens] : work) {
@@ -99,6 +102,7 @@ std::vector<std::vector<float>> SequenceRunner::step(
     c.block_table = s.pages;
     c.want_logits = true;
     c.seq_id = id;
+    c.dp_rank = s.dp_rank;
     batch.token_ids.insert(batch.token_ids.end(), tokens.begin(), tokens.end());
     batch.seqs.push_back(c);
     s.len += static_cast<int64_t>(tokens.size());

@@ -3,6 +3,7 @@
 // tests can choose any batching and chunking.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -50,7 +51,9 @@ double rel_error(const std::vector<float>& a, const std::vector<float>& b);
 class SequenceRunner {
  public:
   explicit SequenceRunner(ModelBackend& model) : model_(model) {}
-  int add_sequence();
+  // dp_rank: the data-parallel attention rank that holds it (each rank has its own pages); a step's work
+  // must list its sequences in rank order.
+  int add_sequence(int dp_rank = 0);
   // A new sequence whose first `pages` KV pages are `from`'s (as prefix caching shares them): it starts at
   // position pages x page_size, and its later pages are its own.
   int fork_sequence(int from, int pages);
@@ -63,10 +66,11 @@ class SequenceRunner {
   struct Seq {
     std::vector<int32_t> pages;
     int64_t len = 0;
+    int dp_rank = 0;
   };
   ModelBackend& model_;
   std::vector<Seq> seqs_;
-  int32_t next_page_ = 0;
+  std::map<int, int32_t> next_page_;  // per data-parallel rank
 };
 
 }  // namespace m3::testing

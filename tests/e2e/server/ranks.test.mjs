@@ -1,7 +1,8 @@
 // `m3 serve --tensor-parallel-size 2 --device cpu`: the server starts its own two CPU ranks (mpirun under the
 // hood) and answers exactly as one rank does; a rank that dies or hangs takes the server down with /health
 // 503 first and a non-zero exit, and streaming clients get an error, not a hang; SIGTERM drains and stops
-// every rank with status 0.
+// every rank with status 0. The same server with data-parallel attention (DEP) spreads requests over its
+// ranks and fails the same way when one dies.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
@@ -114,5 +115,40 @@ describe('tensor parallel over self-spawned CPU ranks', () => {
         process.kill(worker, 'SIGKILL');
       } catch { /* already gone */ }
     }
+  });
+});
+
+const DEP2 = ['--device', 'cpu', '--data-parallel-size', '2', '--enable-expert-parallel'];
+
+describe('data-parallel attention with the experts over the ranks (DEP) on self-spawned CPU ranks', () => {
+  it('spreads concurrent requests over the ranks and answers as one rank does', async () => {
+    const one = await startServer({ args: ['--device', 'cpu'] });
+    const dep = await startServer({ args: DEP2 });
+    try {
+      const prompts = ['Hello there', 'Write a haiku about sparse attention', 'count to ten', 'What is MSA?'];
+      const want = [];
+      for (const p of prompts) want.push(await chat(one, p, 24));
+      assert.deepEqual(await Promise.all(prompts.map((p) => chat(dep, p, 24))), want);
+      const metrics = await (await fetch(`${dep.url}/metrics`)).text();
+      for (const rank of [0, 1]) {
+        const m = metrics.match(new RegExp(`m3:dp_rank_requests_total\\{[^}]*dp_rank="${rank}"\\} (\\d+)`));
+        assert.ok(m && Number(m[1]) > 0, `DP rank ${rank} was given no request:\n${metrics}`);
+      }
+      const routed = [...metrics.matchAll(/m3:moe_expert_tokens_total\{[^}]*expert="\d+"\} (\d+)/g)];
+      assert.ok(routed.length > 0 && routed.some((m) => Number(m[1]) > 0), `no expert load:\n${metrics}`);
+    } finally {
+      assert.equal((await one.stop()).code, 0, one.output);
+      assert.equal((await dep.stop()).code, 0, dep.output);
+    }
+  });
+
+  it('a killed rank stops the server with a non-zero exit; streams end in an error', async () => {
+    const server = await startServer({ args: DEP2 });
+    const { ended: outcome } = await streamOutcome(server, 100000);
+    process.kill(workerPid(server), 'SIGKILL');
+    const exit = await Promise.race([server.exit, new Promise((r) => setTimeout(() => r(null), 15000))]);
+    assert.ok(exit, `the server still runs 15 s after a rank died:\n${server.output}`);
+    assert.notEqual(exit.code, 0, server.output);
+    assert.match(await outcome, /^error/);
   });
 });
