@@ -76,8 +76,8 @@ void moe_decode(const Options& opts, bool fp8) {
                              active, B * K + 1, B, true, 1.702f, 7.0f, act, st);
           cuda::grouped_gemv(w2, q2, int64_t(H) * I, G, H, I, act, I, nullptr, counts, offsets, active,
                              B * K + 1, B, false, 0, 0, y, st);
-          cuda::moe_combine(y, ids, w, rank, offsets, B, K, H, 2.0f, shared ? nullptr : out, shared, {0, E}, out,
-                            st);
+          cuda::moe_combine(y, ids, w, rank, offsets, B, K, H, 2.0f, shared ? nullptr : out, shared, {0, E},
+                            out, nullptr, st);
         },
         s, opts.iters);
     m.bytes = double(distinct.size() + shared) * 3.0 * I * H * (fp8 ? 1.0 + 1.0 / 32 : 2.0);

@@ -192,9 +192,11 @@ void moe_gather(const bf16* x, const int32_t* ids, const int32_t* rank, const in
                 int H, ExpertRange local, bf16* xs, cudaStream_t s);
 // out[t] = scale x sum over t's local experts (ascending id) of w x y[offsets[e - local.first] + rank] +
 // shared_row(t); shared_row(t) = shared[t] when shared is non-null, else y[offsets[local.count] + t] when
-// shared_group (the shared expert computed as the last group), else 0. k <= 16.
+// shared_group (the shared expert computed as the last group), else 0. k <= 16. expert_tokens (nullable):
+// [E] counters, each token adds 1 to each of its k experts' (local or not: the load metrics).
 void moe_combine(const float* y, const int32_t* ids, const float* w, const int32_t* rank,
                  const int32_t* offsets, int T, int k, int H, float scale, const float* shared,
-                 bool shared_group, ExpertRange local, float* out, cudaStream_t s);
+                 bool shared_group, ExpertRange local, float* out, unsigned long long* expert_tokens,
+                 cudaStream_t s);
 
 }  // namespace m3::cuda

@@ -409,8 +409,11 @@ __global__ void gather_kernel(const bf16* x, const int32_t* ids, const int32_t* 
 __global__ void combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ ids,
                                const float* __restrict__ w, const int32_t* __restrict__ rank,
                                const int32_t* __restrict__ offsets, int k, int H, float scale,
-                               const float* shared, bool shared_group, ExpertRange local, float* out) {
+                               const float* shared, bool shared_group, ExpertRange local, float* out,
+                               unsigned long long* expert_tokens) {
   const int t = blockIdx.x;
+  if (expert_tokens && blockIdx.y == 0 && threadIdx.x < k)
+    atomicAdd(expert_tokens + ids[t * k + threadIdx.x], 1ull);
   int order[16];
   for (int i = 0; i < k; ++i) order[i] = i;
   for (int i = 1; i < k; ++i)
@@ -578,10 +581,11 @@ void moe_gather(const bf16* x, const int32_t* ids, const int32_t* rank, const in
 
 void moe_combine(const float* y, const int32_t* ids, const float* w, const int32_t* rank,
                  const int32_t* offsets, int T, int k, int H, float scale, const float* shared,
-                 bool shared_group, ExpertRange local, float* out, cudaStream_t s) {
+                 bool shared_group, ExpertRange local, float* out, unsigned long long* expert_tokens,
+                 cudaStream_t s) {
   if (T > 0)
     combine_kernel<<<dim3(T, (H + 1023) / 1024), 256, 0, s>>>(y, ids, w, rank, offsets, k, H, scale, shared,
-                                                              shared_group, local, out);
+                                                              shared_group, local, out, expert_tokens);
 }
 
 }  // namespace m3::cuda

@@ -110,10 +110,6 @@ std::unique_ptr<ModelBackend> load_shard(const std::string& model_dir, const Bac
   if (dummy && options.device != "cuda")
     fail(ErrorKind::kInvalidArgument, "--load-format dummy (random weights) needs --device cuda");
   if (options.device == "cuda") {
-    if (shard.dp_size > 1)
-      fail(ErrorKind::kUnsupported,
-           "--data-parallel-size on --device cuda: data-parallel attention runs on CPU ranks so far; on GPUs "
-           "use --tensor-parallel-size N --enable-expert-parallel");
 #ifdef M3_HAVE_CUDA
     if (cuda::list_devices().empty())
       fail(ErrorKind::kUnavailable, "--device cuda: " + cuda_devices_summary());

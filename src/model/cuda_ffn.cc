@@ -7,6 +7,7 @@
 // with expert parallelism its own whole experts (routing still covers all of them, and pairs of other ranks'
 // experts are skipped); the caller sums the partial outputs over the ranks.
 #include <algorithm>
+#include <string>
 
 #include "model/cuda_model_impl.h"
 
@@ -22,15 +23,59 @@ void CudaModel::Impl::mlp(const bf16* x, int T, const Weight& w13, const Weight&
   linear(act, T, inter, w2, H, out);
 }
 
+void CudaModel::Impl::shared_expert(const Layer& L, const bf16* x, int T, float* out) {
+  const int H = c.hidden_size, I = expert_i, EL = int(shard.experts.size());
+  if (shared_fused)
+    mlp(x, T, L.exp_w13.rows(size_t(EL) * 2 * I, H), L.exp_w2.rows(size_t(EL) * H, I), I, out, "shared");
+  else
+    mlp(x, T, L.sh_w13, L.sh_w2, shared_i, out, "shared");
+}
+
+void CudaModel::Impl::moe_exchange(const Layer& L, const bf16* x, const float* x32, int T, float* out) {
+  const int H = c.hidden_size, dp = shard.dp_size;
+  int total = 0, widest = 0, first = 0;
+  for (int r = 0; r < dp; ++r) {
+    if (r == shard.dp_rank) first = total;
+    total += dp_tokens[r];
+    widest = std::max(widest, dp_tokens[r]);
+  }
+  if (dp_tokens[shard.dp_rank] != T) fail(ErrorKind::kInternal, "the MoE exchange's token counts disagree");
+  // All-gather at the widest rank's size (NCCL gathers equal parts), then the rows packed in rank order. The
+  // router reads the fp32 rows, the experts the bf16 ones: both travel.
+  auto gather = [&]<typename V>(const V* mine, const char* tag) {
+    V* send = buf<V>(std::string(tag) + ".send", size_t(widest) * H);
+    V* padded = buf<V>(std::string(tag) + ".padded", size_t(dp) * widest * H);
+    V* all = buf<V>(std::string(tag) + ".all", size_t(total) * H);
+    M3_CUDA_CHECK(cudaMemcpyAsync(send, mine, size_t(T) * H * sizeof(V), cudaMemcpyDeviceToDevice, stream));
+    nccl->all_gather(send, size_t(widest) * H * sizeof(V), padded, stream);
+    for (int r = 0, at = 0; r < dp; at += dp_tokens[r++])
+      M3_CUDA_CHECK(cudaMemcpyAsync(all + size_t(at) * H, padded + size_t(r) * widest * H,
+                                    size_t(dp_tokens[r]) * H * sizeof(V), cudaMemcpyDeviceToDevice, stream));
+    return static_cast<const V*>(all);
+  };
+  const float* all32 = gather(x32, "dp.x32");
+  const bf16* all16 = gather(x, "dp.x");
+  float* routed = buf<float>("dp.routed", size_t(total) * H);
+  moe(L, all16, all32, total, routed, false, nullptr);
+  // The combine: every rank's partial sums of every row, summed (an all-reduce standing in for a
+  // reduce-scatter), this rank's rows kept.
+  nccl->all_reduce_sum(routed, size_t(total) * H, stream);
+  M3_CUDA_CHECK(
+      cudaMemcpyAsync(out, routed + size_t(first) * H, size_t(T) * H * 4, cudaMemcpyDeviceToDevice, stream));
+  float* s = buf<float>("dp.shared", size_t(T) * H);
+  shared_expert(L, x, T, s);
+  cuda::add_inplace(out, s, int64_t(T) * H, stream);
+}
+
 void CudaModel::Impl::moe(const Layer& L, const bf16* x, const float* x32, int T, float* out,
-                          std::vector<std::vector<int32_t>>* trace) {
+                          bool with_shared, std::vector<std::vector<int32_t>>* trace) {
   const int H = c.hidden_size, E = c.num_experts, K = c.experts_per_token, I = expert_i;
   const cuda::ExpertRange local{int(shard.experts.begin), int(shard.experts.size())};
   const int EL = local.count;  // the experts held here
   const bool small = T <= kGemvMaxTokens;
   // The shared expert rides along as one more group while all tokens fit one GEMV pass (32); beyond that a
   // dense GEMM reads its weights once.
-  const bool shared_group = small && shared_fused && T <= 32;
+  const bool shared_group = with_shared && small && shared_fused && T <= 32;
   const int G = EL + (shared_group ? 1 : 0);
   float* logits = buf<float>("router", size_t(T) * E);
   int32_t* ids = buf<int32_t>("route.ids", size_t(T) * K);
@@ -59,12 +104,9 @@ void CudaModel::Impl::moe(const Layer& L, const bf16* x, const float* x32, int T
   }
 
   const float* shared = nullptr;
-  if (!shared_group) {
+  if (with_shared && !shared_group) {
     float* s = buf<float>("moe.shared", size_t(T) * H);
-    if (shared_fused)
-      mlp(x, T, L.exp_w13.rows(size_t(EL) * 2 * I, H), L.exp_w2.rows(size_t(EL) * H, I), I, s, "shared");
-    else
-      mlp(x, T, L.sh_w13, L.sh_w2, shared_i, s, "shared");
+    shared_expert(L, x, T, s);
     shared = s;
   }
   if (small) {
@@ -77,7 +119,7 @@ void CudaModel::Impl::moe(const Layer& L, const bf16* x, const float* x32, int T
     cuda::grouped_gemv(L.exp_w2.w, L.exp_w2.mx(), int64_t(H) * I, G, H, I, act, I, nullptr, counts, offsets,
                        active, max_active, T, false, 0, 0, y, stream);
     cuda::moe_combine(y, ids, w, rank, offsets, T, K, H, c.routed_scaling_factor, shared, shared_group, local,
-                      out, stream);
+                      out, expert_tokens, stream);
     return;
   }
   // Large batch: one host read of the expert loads, then one GEMM per non-empty expert over its compact rows
@@ -102,7 +144,7 @@ void CudaModel::Impl::moe(const Layer& L, const bf16* x, const float* x32, int T
     if (hc[e] > 0)
       linear(act + size_t(off) * I, hc[e], I, L.exp_w2.rows(size_t(e) * H, I), H, y + size_t(off) * H);
   cuda::moe_combine(y, ids, w, rank, offsets, T, K, H, c.routed_scaling_factor, shared, false, local, out,
-                    stream);
+                    expert_tokens, stream);
 }
 
 }  // namespace m3

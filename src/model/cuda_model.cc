@@ -168,8 +168,10 @@ void enqueue_step(CudaModel::Impl& m, const ModelConfig& c, const StepArgs& a, c
     m.reduce(delta, size_t(T) * H);  // row-parallel o-projection
     cuda::add_rms_norm(h, delta, L.post_norm, T, H, c.rms_norm_eps, x, c.moe[l] ? x32 : nullptr, s);
     if (options.trace_moe) out.moe_trace.emplace_back(c.moe[l] ? T : 0);
-    if (c.moe[l])
-      m.moe(L, x, x32, T, delta, options.trace_moe ? &out.moe_trace.back() : nullptr);
+    if (c.moe[l] && m.shard.dp_size > 1)
+      m.moe_exchange(L, x, x32, T, delta);
+    else if (c.moe[l])
+      m.moe(L, x, x32, T, delta, true, options.trace_moe ? &out.moe_trace.back() : nullptr);
     else
       m.mlp(x, T, L.mlp_w13, L.mlp_w2, m.dense_i, delta, "dense");
     m.reduce(delta, size_t(T) * H);  // row-parallel down projections
@@ -182,7 +184,7 @@ void enqueue_step(CudaModel::Impl& m, const ModelConfig& c, const StepArgs& a, c
     float* logits = m.buf<float>("logits", size_t(a.R) * c.vocab_size);
     cuda::gather_rows_f32(h, a.logit_rows, a.R, H, last, s);
     cuda::rms_norm(last, m.final_norm, a.R, H, c.rms_norm_eps, last_bf, nullptr, s);
-    if (!m.nccl) {
+    if (m.shard.tp_size == 1) {
       m.gemm(last_bf, a.R, H, m.lm_head, c.vocab_size, logits);
     } else {  // vocabulary-parallel: each rank scores its (zero-padded) rows; gather [rank][R][rows]
       const int per = m.vocab_rows, tp = m.shard.tp_size;
@@ -257,6 +259,8 @@ CudaModel::CudaModel(ModelConfig config, const Checkpoint* ckpt, const CudaModel
   M3_CUDA_CHECK(cudaMemcpy(m.inv_freq, inv.data(), inv.size() * 4, cudaMemcpyHostToDevice));
   m.route_ticket = m.own<unsigned>(1);
   M3_CUDA_CHECK(cudaMemset(m.route_ticket, 0, sizeof(unsigned)));
+  m.expert_tokens = m.own<unsigned long long>(c.num_experts);
+  M3_CUDA_CHECK(cudaMemset(m.expert_tokens, 0, size_t(c.num_experts) * 8));
   size_t free1 = 0;
   M3_CUDA_CHECK(cudaMemGetInfo(&free1, &total_mem));
   const double weights_gb = double(free0 - free1) / 1e9;
@@ -279,13 +283,16 @@ CudaModel::CudaModel(ModelConfig config, const Checkpoint* ckpt, const CudaModel
     ForwardBatch prefill;
     prefill.token_ids.assign(T, 0);
     prefill.seqs.push_back({0, T, 0, std::span<const int32_t>(table.data(), size_t((T + P - 1) / P)), true});
+    if (m.shard.dp_size > 1) m.dp_tokens.assign(m.shard.dp_size, T);  // every rank's largest step at once
     run(prefill, {}, true);
+    if (m.shard.dp_size > 1) m.dp_tokens.assign(m.shard.dp_size, B);
     ForwardBatch decode;
     decode.token_ids.assign(B, 0);
     for (int b = 0; b < B; ++b)
       decode.seqs.push_back({b, 1, 0, std::span<const int32_t>(table.data() + b, 1), true});
     run(decode, {}, true);
     m.min_score_stride = 0;
+    M3_CUDA_CHECK(cudaMemset(m.expert_tokens, 0, size_t(c.num_experts) * 8));  // the profile's routing
     m.free_kv();
     size_t free_b = 0;
     M3_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_mem));
@@ -306,6 +313,19 @@ CudaModel::CudaModel(ModelConfig config, const Checkpoint* ckpt, const CudaModel
 
 CudaModel::~CudaModel() = default;
 
+std::vector<int64_t> CudaModel::expert_token_counts() const {
+  const Impl& m = *impl_;
+  std::vector<unsigned long long> n(config_.num_experts);
+  M3_CUDA_CHECK(cudaSetDevice(m.opt.device));
+  M3_CUDA_CHECK(cudaMemcpyAsync(n.data(), m.expert_tokens, n.size() * 8, cudaMemcpyDeviceToHost, m.stream));
+  M3_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  return std::vector<int64_t>(n.begin(), n.end());
+}
+
+int CudaModel::data_parallel_size() const {
+  return impl_->shard.dp_size;
+}
+
 int CudaModel::num_host_kv_pages() const {
   return impl_->host.slots;
 }
@@ -315,7 +335,37 @@ MemoryUse CudaModel::memory_use() const {
 }
 
 ForwardOutput CudaModel::forward(const ForwardBatch& batch, const ForwardOptions& options) {
-  return run(batch, options, false);
+  Impl& m = *impl_;
+  const int dp = m.shard.dp_size;
+  if (dp == 1) return run(batch, options, false);
+  if (options.trace_hidden || options.trace_msa || options.trace_moe)
+    fail(ErrorKind::kUnsupported, "forward traces need --data-parallel-size 1");
+  // Data-parallel attention: this rank's sequences; a rank with none runs one dummy token on the spare page
+  // so that it joins every MoE layer's exchange. Every rank derives every rank's count from the same batch.
+  const DpSplit split = split_by_dp_rank(batch, dp);
+  m.dp_tokens.resize(dp);
+  for (int r = 0; r < dp; ++r) m.dp_tokens[r] = std::max(1, split.tokens(r));
+  ForwardBatch local = dp_local_batch(batch, split, m.shard.dp_rank);
+  const std::vector<int32_t> spare = {num_pages_};
+  if (local.seqs.empty()) {
+    local.token_ids = {0};
+    local.seqs.push_back({0, 1, 0, spare, false});
+  }
+  ForwardOutput mine = run(local, options, false);
+  // Every rank's rows, in batch order, on every rank.
+  ForwardOutput out;
+  out.vocab = mine.vocab;
+  std::vector<size_t> bytes(dp);
+  const size_t row = batch.sampling.empty() ? size_t(out.vocab) * sizeof(float) : sizeof(int32_t);
+  for (int r = 0; r < dp; ++r) bytes[r] = size_t(split.rows(r)) * row;
+  if (batch.sampling.empty()) {
+    out.logits.resize(size_t(split.row_begin.back()) * out.vocab);
+    m.opt.ranks->all_gather_varying(mine.logits.data(), bytes, out.logits.data());
+  } else {
+    out.sampled.resize(split.row_begin.back());
+    m.opt.ranks->all_gather_varying(mine.sampled.data(), bytes, out.sampled.data());
+  }
+  return out;
 }
 
 ForwardOutput CudaModel::run(const ForwardBatch& batch, const ForwardOptions& options, bool profile) {
@@ -340,7 +390,8 @@ ForwardOutput CudaModel::run(const ForwardBatch& batch, const ForwardOptions& op
     if (int64_t(s.block_table.size()) * P < s.start_pos + s.num_tokens)
       fail(ErrorKind::kInternal, "block table too short");
     for (int32_t b : s.block_table)
-      if (b < 0 || b >= num_pages_) fail(ErrorKind::kInternal, "invalid page id");
+      if (b < 0 || b > num_pages_ || (b == num_pages_ && m.shard.dp_size == 1))  // DP's dummy: the spare
+        fail(ErrorKind::kInternal, "invalid page id");
     for (int k = 0; k < s.num_tokens; ++k) {
       seq[s.token_offset + k] = i;
       pos[s.token_offset + k] = static_cast<int32_t>(s.start_pos + k);
@@ -352,7 +403,8 @@ ForwardOutput CudaModel::run(const ForwardBatch& batch, const ForwardOptions& op
     if (id < 0 || id >= c.vocab_size)
       fail(ErrorKind::kInvalidArgument, "token id " + std::to_string(id) + " out of range");
   const bool tracing = options.trace_hidden || options.trace_msa || options.trace_moe;
-  decode = decode && T == S && !tracing && m.opt.cuda_graphs &&
+  // Data-parallel attention runs eagerly: its MoE exchanges depend on every rank's token count.
+  decode = decode && T == S && !tracing && m.opt.cuda_graphs && m.shard.dp_size == 1 &&
            T <= std::min(m.opt.max_num_seqs, kGemvMaxTokens) &&
            batch.page_copies.empty();  // a step with host tier copies runs eagerly (it waits on their events)
 

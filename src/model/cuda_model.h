@@ -5,6 +5,8 @@
 // activation peak, then the KV pool from --gpu-memory-utilization). Tensor parallel as the CPU backend is
 // (config/shard_layout.h): the shard's heads, widths and vocabulary rows, NCCL all-reduces after the
 // o-projection and the FFN and of the embedding, an all-gather of the logits; one code path for TP 1..N.
+// With data-parallel attention (DEP) each rank runs its own sequences with the whole attention and the MoE
+// layers exchange tokens over NCCL (cuda_ffn.cc); such steps run eagerly.
 #pragma once
 
 #include <memory>
@@ -55,6 +57,8 @@ class CudaModel : public ModelBackend {
   int num_kv_pages() const override { return num_pages_; }
   int num_host_kv_pages() const override;
   bool samples_on_device() const override { return true; }
+  int data_parallel_size() const override;
+  std::vector<int64_t> expert_token_counts() const override;
   MemoryUse memory_use() const override;
   ForwardOutput forward(const ForwardBatch& batch, const ForwardOptions& options = {}) override;
   // Benchmarks: fills every KV and index-key page with synthetic values (a long context without a prefill).

@@ -88,7 +88,8 @@ struct CudaModel::Impl {
   std::vector<void*> kv_owned;  // KV pool
   bf16 *embed = nullptr, *lm_head = nullptr, *final_norm = nullptr;
   float* inv_freq = nullptr;
-  unsigned* route_ticket = nullptr;  // moe_route_group's counter (0 between launches)
+  unsigned* route_ticket = nullptr;             // moe_route_group's counter (0 between launches)
+  unsigned long long* expert_tokens = nullptr;  // [num_experts]: tokens routed to each, over layers and steps
   std::vector<Layer> layers;
   bool shared_fused = false;  // shared expert stored as the last group of the expert slabs
   int max_n_in = 0;           // widest fused input projection over the layers
@@ -131,9 +132,9 @@ struct CudaModel::Impl {
     return n;
   }
 
-  // Sums a partial result over the ranks (no-op with one rank).
+  // Sums a partial result over the tensor-parallel ranks (no-op with one, and with data-parallel attention).
   void reduce(float* data, size_t n) {
-    if (nccl) nccl->all_reduce_sum(data, n, stream);
+    if (nccl && shard.tp_size > 1) nccl->all_reduce_sum(data, n, stream);
   }
   int kv_size() const { return hkv * c.head_dim; }
 
@@ -176,7 +177,14 @@ struct CudaModel::Impl {
 
   // cuda_ffn.cc: x bf16 [T, H] (x32: the same rows in fp32, for the router) -> out fp32 [T, H].
   void mlp(const bf16* x, int T, const Weight& w13, const Weight& w2, int inter, float* out, const char* tag);
-  void moe(const Layer& L, const bf16* x, const float* x32, int T, float* out,
+  // Data-parallel attention: the step's tokens on each rank, which the MoE layers exchange (cuda_ffn.cc).
+  std::vector<int> dp_tokens;
+  void shared_expert(const Layer& L, const bf16* x, int T, float* out);
+  // The MoE layer of a data-parallel attention rank: every rank's tokens gathered, the rank's experts run on
+  // all of them, the sum over the ranks of its own rows kept, plus the shared expert on its own tokens.
+  void moe_exchange(const Layer& L, const bf16* x, const float* x32, int T, float* out);
+  // with_shared false: the routed experts only (moe_exchange adds the shared expert itself).
+  void moe(const Layer& L, const bf16* x, const float* x32, int T, float* out, bool with_shared,
            std::vector<std::vector<int32_t>>* trace);
 };
 

@@ -127,8 +127,10 @@ TEST_P(MoeKernels, MatchCpu) {
     for (auto& v : shared_rows) v = n(rng);
     d_shared = upload(shared_rows);
   }
+  unsigned long long* d_tokens;
+  cudaMalloc(&d_tokens, E * 8), cudaMemset(d_tokens, 0, E * 8);
   cuda::moe_combine(d_y, d_ids, d_w, d_rank, d_offsets, T, k, H, scale, d_shared, shared, local, d_out,
-                    nullptr);
+                    d_tokens, nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<bf16> act = download(d_act, size_t(slots) * I);
   const std::vector<float> y = download(d_y, size_t(slots) * H), out = download(d_out, size_t(T) * H);
@@ -176,6 +178,10 @@ TEST_P(MoeKernels, MatchCpu) {
   EXPECT_LT(act_err, 4e-3) << "SwiGLU GEMV";
   EXPECT_LT(y_err, 1e-4) << "down GEMV";
   EXPECT_LT(out_err, 1e-5) << "combine";
+  std::vector<unsigned long long> tokens_ref(E, 0);
+  for (int32_t e : ids) ++tokens_ref[e];
+  EXPECT_EQ(download(d_tokens, E), tokens_ref) << "every pair counted, local or not";
+  cudaFree(d_tokens);
 
   // The gather puts each pair's token row at offsets[e] + rank (the per-expert GEMMs' rows).
   bf16* d_xc;

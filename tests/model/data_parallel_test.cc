@@ -16,30 +16,6 @@
 namespace m3::testing {
 namespace {
 
-// Prefills every golden prompt (prompt p on rank owner(p)) in one batch, then decodes three teacher-forced
-// steps; returns [step][prompt][vocab]. The work is listed in rank order, as the engine groups it.
-std::vector<std::vector<std::vector<float>>> run_steps(ModelBackend& model,
-                                                       const std::vector<GoldenPrompt>& golden,
-                                                       const std::vector<int>& owner) {
-  SequenceRunner seqs(model);
-  std::vector<int> order(golden.size());
-  for (size_t p = 0; p < golden.size(); ++p) order[p] = int(p);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return owner[a] < owner[b]; });
-  std::vector<int> id(golden.size());
-  for (size_t p = 0; p < golden.size(); ++p) id[p] = seqs.add_sequence(owner[p]);
-  std::vector<std::vector<std::vector<float>>> logits;
-  for (int s = -1; s < 3; ++s) {
-    std::vector<std::pair<int, std::vector<int32_t>>> work;
-    for (int p : order)
-      work.push_back({id[p], s < 0 ? golden[p].prompt : std::vector<int32_t>{golden[p].output[s]}});
-    const auto rows = seqs.step(work);
-    std::vector<std::vector<float>> by_prompt(golden.size());
-    for (size_t i = 0; i < order.size(); ++i) by_prompt[order[i]] = rows[i];
-    logits.push_back(std::move(by_prompt));
-  }
-  return logits;
-}
-
 struct Case {
   const char* fixture;
   int dp;
@@ -52,7 +28,7 @@ TEST_P(DataParallel, RanksComputeWhatOneRankComputes) {
   const auto golden = load_golden(fixture);
   ASSERT_GE(golden.size(), 2u);
   auto whole = load_fixture(fixture);
-  const auto reference = run_steps(*whole, golden, std::vector<int>(golden.size(), 0));
+  const auto reference = golden_steps_on_ranks(*whole, golden, std::vector<int>(golden.size(), 0));
 
   // The prompts over ranks 0 .. dp - 2: the last rank has none and runs dummy steps.
   std::vector<int> owner(golden.size());
@@ -70,7 +46,7 @@ TEST_P(DataParallel, RanksComputeWhatOneRankComputes) {
     auto shard = load_shard(fixture_model_dir(fixture), o);
     EXPECT_EQ(shard->data_parallel_size(), dp);
     memory[comm->rank()] = shard->memory_use();
-    runs[comm->rank()] = run_steps(*shard, golden, owner);
+    runs[comm->rank()] = golden_steps_on_ranks(*shard, golden, owner);
   });
   for (size_t s = 0; s < reference.size(); ++s)
     for (size_t p = 0; p < golden.size(); ++p) {

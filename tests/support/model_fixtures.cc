@@ -1,6 +1,8 @@
 // Fixture loading and the hand-driven runner.
 #include "support/model_fixtures.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <fstream>
 #include <random>
@@ -113,6 +115,28 @@ std::vector<std::vector<float>> SequenceRunner::step(
     rows.emplace_back(out.logits.begin() + r * out.vocab, out.logits.begin() + (r + 1) * out.vocab);
   if (raw) *raw = std::move(out);
   return rows;
+}
+
+std::vector<std::vector<std::vector<float>>> golden_steps_on_ranks(ModelBackend& model,
+                                                                   const std::vector<GoldenPrompt>& golden,
+                                                                   const std::vector<int>& owner) {
+  SequenceRunner seqs(model);
+  std::vector<int> order(golden.size());
+  for (size_t p = 0; p < golden.size(); ++p) order[p] = int(p);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return owner[a] < owner[b]; });
+  std::vector<int> id(golden.size());
+  for (size_t p = 0; p < golden.size(); ++p) id[p] = seqs.add_sequence(owner[p]);
+  std::vector<std::vector<std::vector<float>>> logits;
+  for (int s = -1; s < 3; ++s) {
+    std::vector<std::pair<int, std::vector<int32_t>>> work;
+    for (int p : order)
+      work.push_back({id[p], s < 0 ? golden[p].prompt : std::vector<int32_t>{golden[p].output[s]}});
+    const auto rows = seqs.step(work);
+    std::vector<std::vector<float>> by_prompt(golden.size());
+    for (size_t i = 0; i < order.size(); ++i) by_prompt[order[i]] = rows[i];
+    logits.push_back(std::move(by_prompt));
+  }
+  return logits;
 }
 
 }  // namespace m3::testing

@@ -73,4 +73,11 @@ class SequenceRunner {
   std::map<int, int32_t> next_page_;  // per data-parallel rank
 };
 
+// Prefills every golden prompt in one batch (prompt p held by data-parallel rank owner[p]), then decodes
+// three teacher-forced steps; returns the logits [step][prompt][vocab]. The work is listed in rank order, as
+// the engine groups it.
+std::vector<std::vector<std::vector<float>>> golden_steps_on_ranks(ModelBackend& model,
+                                                                   const std::vector<GoldenPrompt>& golden,
+                                                                   const std::vector<int>& owner);
+
 }  // namespace m3::testing

@@ -13,6 +13,7 @@
 # greedy text), and once to a --no-enable-prefix-caching server (same text), on the synthetic tiny model.
 # tp: tensor parallel over the machine's GPUs (2 or more): `m3 generate --tensor-parallel-size N` on the golden
 # fixtures against TP 1, a TP-N server answering as a TP-1 server does, and a killed rank ending the server.
+# EP=1 adds --enable-expert-parallel; DEP=1 runs --data-parallel-size N --enable-expert-parallel instead.
 # Full logs go to $OUT; short tables are printed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -68,16 +69,18 @@ if want tp; then
   GPUS=$(nvidia-smi -L | wc -l)
   TP=${TP:-$GPUS}
   EPF=${EP:+--enable-expert-parallel}  # EP=1: the experts split by expert (whole experts per rank)
-  echo "== tensor parallel: TP $TP over $GPUS GPU(s) ${EPF}"
+  PAR="--tensor-parallel-size $TP $EPF"
+  [ -n "${DEP:-}" ] && PAR="--data-parallel-size $TP --enable-expert-parallel"  # DEP=1: data-parallel attention
+  echo "== $PAR over $GPUS GPU(s)"
   for m in m3-tiny-msa m3-tiny-block128 m3-tiny-hf-sharded; do
     golden_prompts "$m" >"$OUT/tp_in_$m.jsonl"
     for t in 1 "$TP"; do
-      timeout 300 build-gpu/bin/m3 generate --model "tests/fixtures/models/$m" --device cuda --tensor-parallel-size "$t" \
-        $([ "$t" != 1 ] && echo "$EPF") --input "$OUT/tp_in_$m.jsonl" --output "$OUT/tp_out_${m}_$t.jsonl" 2>"$OUT/tp_generate_${m}_$t.log" ||
+      timeout 300 build-gpu/bin/m3 generate --model "tests/fixtures/models/$m" --device cuda \
+        $([ "$t" != 1 ] && echo "$PAR") --input "$OUT/tp_in_$m.jsonl" --output "$OUT/tp_out_${m}_$t.jsonl" 2>"$OUT/tp_generate_${m}_$t.log" ||
         { echo "m3 generate --tensor-parallel-size $t $m: FAILED"; tail -5 "$OUT/tp_generate_${m}_$t.log"; status=1; }
     done
     grep -h "pages)\|NCCL" "$OUT/tp_generate_${m}_$TP.log" | sed 's/^/  /'
-    python3 - "$m" "$OUT/tp_out_${m}_1.jsonl" "$OUT/tp_out_${m}_$TP.jsonl" "$TP" "$EPF" <<'PY'
+    python3 - "$m" "$OUT/tp_out_${m}_1.jsonl" "$OUT/tp_out_${m}_$TP.jsonl" "$PAR" <<'PY'
 import json, sys
 g = json.load(open(f"tests/fixtures/goldens/{sys.argv[1]}.json"))
 one = [json.loads(l) for l in open(sys.argv[2])]
@@ -88,7 +91,7 @@ for p, a, b in zip(g["prompts"], one, many):
     clear = next((i for i, s in enumerate(p["steps"]) if s["margin"] < 0.5), len(ref))
     ok += got[:clear] == ref[:clear]
     same += a.get("output_token_ids") == got
-print(f"m3 generate --device cuda --tensor-parallel-size {sys.argv[4]} {sys.argv[5]} {sys.argv[1]}: {ok}/{len(many)} match the "
+print(f"m3 generate --device cuda {sys.argv[4]} {sys.argv[1]}: {ok}/{len(many)} match the "
       f"reference greedy ids (margin >= 0.5); {same}/{len(many)} identical to TP 1")
 PY
   done
@@ -104,13 +107,13 @@ PY
   S1=$!
   up 8301 && A=$(ask 8301)
   kill "$S1"; wait "$S1"
-  build-gpu/bin/m3 serve /tmp/m3-tiny --device cuda --tensor-parallel-size "$TP" $EPF --port 8302 --served-model-name m \
+  build-gpu/bin/m3 serve /tmp/m3-tiny --device cuda $PAR --port 8302 --served-model-name m \
     >"$OUT/tp_serve_$TP.log" 2>&1 &
   SN=$!
   if up 8302; then
     B=$(ask 8302)
-    [ "$A" = "$B" ] && echo "m3 serve --tensor-parallel-size $TP $EPF: same greedy answer as TP 1" ||
-      { echo "m3 serve --tensor-parallel-size $TP $EPF: answer differs from TP 1"; echo "  TP1: $A"; echo "  TP$TP: $B"; }
+    [ "$A" = "$B" ] && echo "m3 serve $PAR: same greedy answer as TP 1" ||
+      { echo "m3 serve $PAR: answer differs from TP 1"; echo "  TP1: $A"; echo "  TP$TP: $B"; }
     W=$(grep -o "rank 1 of $TP on [^ ]* (pid [0-9]*)" "$OUT/tp_serve_$TP.log" | grep -o "pid [0-9]*" | cut -d' ' -f2)
     kill -9 "$W"; t0=$(date +%s.%N)
     wait "$SN"; rc=$?

@@ -5,7 +5,8 @@
 # peer-memory kernel, decode and prefill sizes); (3) the whole 60-layer model at real widths with random FP8
 # weights (--load-format dummy --quantization fp8) at TP N, `m3 bench serve` 1024/1024 at concurrency 4 and 64
 # and 8192/1024 at 64. LAYERS=3+25 (say) serves a shorter model where the full one does not fit the GPUs. EP=1:
-# the experts split by expert (--enable-expert-parallel) in (1) and (3).
+# the experts split by expert (--enable-expert-parallel) in (1) and (3); DEP=1: data-parallel attention with the
+# experts split (--data-parallel-size N --enable-expert-parallel).
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0; the device notes say why). Results to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,13 +24,15 @@ if [ "${SKIP_TP_CHECK:-0}" != 1 ]; then
 fi
 echo "== (2) all-reduce, $N GPUs"
 timeout 120 build-gpu/bin/m3-kernel-bench --filter all_reduce --iters 20 2>&1 | grep -E "all_reduce" | head -20
-echo "== (3) the whole model, FP8 weights, TP $N ${EP:+with expert parallelism}"
+echo "== (3) the whole model, FP8 weights, over $N GPUs ${EP:+with expert parallelism}${DEP:+(DEP)}"
 LAYERS=${LAYERS:-3+57}
 MODEL=/tmp/m3-full
 $M3 make-random-model --preset m3 --layers "$LAYERS" --config-only --out $MODEL \
   --tokenizer-from tests/fixtures/minimax-m3 >/dev/null 2>&1
 t0=$(date +%s)
-$M3 serve $MODEL --device cuda --load-format dummy --quantization fp8 --tensor-parallel-size "$N" ${EP:+--enable-expert-parallel} --port 8200 \
+PAR="--tensor-parallel-size $N ${EP:+--enable-expert-parallel}"
+[ -n "${DEP:-}" ] && PAR="--data-parallel-size $N --enable-expert-parallel"
+$M3 serve $MODEL --device cuda --load-format dummy --quantization fp8 $PAR --port 8200 \
   --served-model-name minimax-m3 --max-model-len 16384 --max-num-seqs 64 >"$OUT/full_serve.log" 2>&1 &
 server=$!
 for _ in $(seq 600); do curl -sf http://127.0.0.1:8200/health >/dev/null && break; sleep 0.5; done
