@@ -15,6 +15,7 @@
 #include "apps/rank_launch.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "config/expert_placement.h"
 #include "config/model_config.h"
 #include "config/shard_layout.h"
 #include "dist/rank_protocol.h"
@@ -33,6 +34,7 @@ struct GenerateArgs {
   bool prefix_caching = true;
   bool expert_parallel = false;  // --enable-expert-parallel
   int data_parallel = 1;         // --data-parallel-size (DEP: needs expert_parallel and tp 1)
+  std::string expert_placement;  // --expert-placement FILE
   dist::LaunchFlags launch;      // world_size: --tensor-parallel-size
 };
 
@@ -96,6 +98,10 @@ int run(const GenerateArgs& a) {
     // A TP size the model (or its experts, with expert parallelism) does not split into fails here.
     make_shard_layout(config, launch.world_size, 0, a.expert_parallel);
   }
+  const std::vector<int32_t> placement =
+      a.expert_placement.empty() ? std::vector<int32_t>{}
+                                 : expert_placement_from_file(a.expert_placement, config.num_experts,
+                                                              a.expert_parallel ? launch.world_size : 1);
   const std::string device = resolve_device(a.device);
   int rank_exit = 0;
   const auto comm = start_ranks(launch, device, a.model, &rank_exit);
@@ -136,6 +142,7 @@ int run(const GenerateArgs& a) {
   bo.kv_cache_dtype = a.kv_cache_dtype;
   bo.expert_parallel = a.expert_parallel;
   bo.data_parallel = a.data_parallel;
+  bo.expert_placement = placement;
   auto t0 = std::chrono::steady_clock::now();
   Engine engine(load_backend(a.model, bo),
                 {a.max_num_seqs, a.max_num_batched_tokens, a.max_model_len, a.prefix_caching});
@@ -240,6 +247,8 @@ void register_generate_command(CLI::App& app, int& exit_code) {
          "--data-parallel-size,--dp-size,--dp", args->data_parallel,
          "Data-parallel attention ranks, the experts split over them (with --enable-expert-parallel)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--expert-placement,--init-expert-location", args->expert_placement,
+                  "Routing histogram to balance the experts over the expert-parallel ranks by");
   add_rank_flags(*cmd, args->launch);
   cmd->callback([args, &exit_code] { exit_code = run(*args); });
 }

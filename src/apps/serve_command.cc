@@ -59,6 +59,7 @@ std::shared_ptr<ServingContext> load_model(const ServeConfig& cfg, const ModelCo
   bo.kv_cache_dtype = cfg.kv_cache_dtype;
   bo.expert_parallel = cfg.enable_expert_parallel;
   bo.data_parallel = cfg.data_parallel;
+  bo.expert_placement = cfg.expert_placement;
   if (bo.device == "cuda")
     bo.num_kv_pages = cfg.num_kv_pages;  // 0: sized from free GPU memory
   else

@@ -9,6 +9,7 @@
 #include "apps/rank_launch.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "config/expert_placement.h"
 #include "config/shard_layout.h"
 #include "model/backend.h"
 
@@ -32,6 +33,10 @@ void add_serve_flags(CLI::App& cmd, ServeConfig& c) {
   cmd.add_option("--data-parallel-size,--dp-size,--dp", c.data_parallel,
                  "Data-parallel attention ranks; with --enable-expert-parallel the experts are split over "
                  "them (DEP)");
+  cmd.add_option(
+      "--expert-placement,--init-expert-location", c.expert_placement_file,
+      "Routing histogram (JSON {\"expert_tokens\": [...]} or a saved /metrics) to balance the experts "
+      "over the expert-parallel ranks by");
   cmd.add_flag(
       "--enable-dp-attention,--enable_attention_dp", c.enable_attention_dp,
       "Data-parallel attention over the --tensor-parallel-size ranks, experts split over them (DEP)");
@@ -271,6 +276,9 @@ void finalize_serve_config(ServeConfig& c, const ModelConfig& model) {
   else
     make_shard_layout(model, c.tensor_parallel, 0, c.enable_expert_parallel);
   c.launch.world_size = ranks;
+  if (!c.expert_placement_file.empty())
+    c.expert_placement = expert_placement_from_file(c.expert_placement_file, model.num_experts,
+                                                    c.enable_expert_parallel ? ranks : 1);
   if (c.block_size != 0 && c.block_size != model.msa.block_size)
     fail(ErrorKind::kInvalidArgument, "--block-size " + std::to_string(c.block_size) +
                                           " must equal the model's MSA block "

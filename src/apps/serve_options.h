@@ -27,8 +27,10 @@ struct ServeConfig {
   int tensor_parallel = 1, data_parallel = 1, expert_parallel = 1;
   dist::LaunchFlags launch;  // world_size = tensor_parallel x data_parallel after finalize
   bool enable_expert_parallel = false;
-  bool enable_attention_dp = false;  // SGLang --enable-dp-attention, TensorRT-LLM enable_attention_dp
-  int block_size = 0;                // 0: the model's
+  bool enable_attention_dp = false;       // SGLang --enable-dp-attention, TensorRT-LLM enable_attention_dp
+  std::string expert_placement_file;      // --expert-placement (SGLang --init-expert-location)
+  std::vector<int32_t> expert_placement;  // its balanced placement, after finalize
+  int block_size = 0;                     // 0: the model's
   double gpu_memory_utilization = 0.9;
   std::string kv_cache_dtype = "auto";
   std::string dtype = "auto";

@@ -23,6 +23,7 @@
 #include "bench/request_runner.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "config/expert_placement.h"
 
 namespace m3::bench {
 namespace {
@@ -296,6 +297,34 @@ std::string local_date() {
 }
 
 // Repeats the first request until it succeeds or `timeout_s` passes (--ready-check-timeout-sec).
+// The server's tokens per routed expert so far (m3:moe_expert_tokens_total); empty when it has none.
+std::vector<int64_t> expert_tokens(const Endpoint& ep, HttpClient& http) {
+  const HttpResult res = http.fetch({"GET", ep.base_url + "/metrics", ep.headers, ""});
+  if (!res.error.empty() || res.head.status != 200) return {};
+  return parse_expert_token_metrics(res.body);
+}
+
+// The run's expert load: tokens per expert (the counters' growth), and how uneven it was.
+std::string render_expert_load(const std::vector<int64_t>& tokens) {
+  if (tokens.empty()) return "";
+  int64_t total = 0;
+  size_t hot = 0, cold = 0;
+  for (size_t e = 0; e < tokens.size(); ++e) {
+    total += tokens[e];
+    if (tokens[e] > tokens[hot]) hot = e;
+    if (tokens[e] < tokens[cold]) cold = e;
+  }
+  const double mean = double(total) / double(tokens.size());
+  char line[256];
+  std::snprintf(
+      line, sizeof line,
+      "Expert load: %zu experts, %lld routed tokens; busiest expert %zu at %.2fx the mean, idlest %zu "
+      "at %.2fx\n",
+      tokens.size(), static_cast<long long>(total), hot, mean > 0 ? tokens[hot] / mean : 0.0, cold,
+      mean > 0 ? tokens[cold] / mean : 0.0);
+  return line;
+}
+
 void ready_check(const Endpoint& ep, HttpClient& http, const SampleRequest& req, int timeout_s) {
   const Clock::time_point t0 = Clock::now();
   const RequestClient client(ep, t0, http);
@@ -385,6 +414,7 @@ int run_serve_benchmark(const ServeBenchOptions& o) {
   std::cout << "Maximum request concurrency: "
             << (o.max_concurrency ? std::to_string(*o.max_concurrency) : std::string("None")) << std::endl;
 
+  const std::vector<int64_t> experts_before = expert_tokens(ep, http);
   std::vector<RequestOutput> outputs(work.size());
   std::vector<AgentTurn> turns;
   double duration = 0.0;
@@ -421,6 +451,12 @@ int run_serve_benchmark(const ServeBenchOptions& o) {
   if (metrics.completed == 0)
     log_warn("All requests failed. This is likely due to a misconfiguration on the benchmark arguments.");
   std::cout << render_failures(outputs) << render_report(metrics, report) << std::flush;
+  std::vector<int64_t> experts = expert_tokens(ep, http);  // this run's share of the counters
+  if (experts.size() == experts_before.size())
+    for (size_t e = 0; e < experts.size(); ++e) experts[e] -= experts_before[e];
+  else if (!experts_before.empty())  // (none before: the server had routed nothing yet)
+    experts.clear();
+  std::cout << render_expert_load(experts) << std::flush;
   const std::vector<TurnStats> per_turn = per_turn_stats(turns);
   if (work.agent) std::cout << render_per_turn(per_turn) << std::flush;
 
@@ -439,6 +475,7 @@ int run_serve_benchmark(const ServeBenchOptions& o) {
     nlohmann::ordered_json result =
         result_file_json(info, benchmark_result_json(metrics, outputs, report), o.save_detailed);
     if (work.agent) result["per_turn"] = per_turn_json(per_turn);
+    if (!experts.empty()) result["expert_tokens"] = experts;  // --expert-placement reads this file
     write_result(o, info, result);
   }
   return 0;

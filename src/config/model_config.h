@@ -47,6 +47,9 @@ struct ModelConfig {
   int experts_per_token = 0;
   float routed_scaling_factor = 1.0f;
   bool use_routing_bias = true;  // e_score_correction_bias, used for expert choice only
+  // Set at load, not read from config.json (--expert-placement, config/expert_placement.h): slot s of every
+  // MoE layer holds checkpoint expert expert_placement[s]. Empty: slot e is expert e.
+  std::vector<int32_t> expert_placement;
   float swiglu_alpha = 1.702f;
   float swiglu_limit = 7.0f;
 

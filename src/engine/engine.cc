@@ -149,7 +149,13 @@ EngineStats Engine::stats() const {
     s.dp_ranks.push_back({rs.num_running(), rs.num_waiting(), rs.pool().num_pages(), rs.pool().num_free(),
                           sched_.admitted(r)});
   }
-  s.expert_tokens = backend_->expert_token_counts();
+  s.expert_tokens = backend_->expert_token_counts();  // by slot; reported by checkpoint expert
+  if (const auto& placed = config().expert_placement;
+      !placed.empty() && s.expert_tokens.size() == placed.size()) {
+    std::vector<int64_t> by_expert(placed.size());
+    for (size_t slot = 0; slot < placed.size(); ++slot) by_expert[placed[slot]] = s.expert_tokens[slot];
+    s.expert_tokens = std::move(by_expert);
+  }
   if (const HostTier* host = sched_.host_tier()) {
     s.host_pages_total = host->num_slots();
     s.host_pages_used = host->num_used();

@@ -1,6 +1,8 @@
 // Backend selection: cpu is always built; cuda when the build has nvcc and the machine a GPU.
 #include "model/backend.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 #include "common/log.h"
 #include "dist/launch.h"
@@ -87,6 +89,15 @@ std::unique_ptr<ModelBackend> load_shard(const std::string& model_dir, const Bac
   ModelConfig config = load_model_config(model_dir);
   std::shared_ptr<dist::Communicator> comm = options.comm ? options.comm : dist::local_communicator();
   const bool expert_parallel = options.expert_parallel && comm->size() > 1;
+  if (!options.expert_placement.empty()) {
+    std::vector<int32_t> sorted = options.expert_placement;
+    std::sort(sorted.begin(), sorted.end());
+    for (int e = 0; e < config.num_experts; ++e)
+      if (int(sorted.size()) != config.num_experts || sorted[e] != e)
+        fail(ErrorKind::kInvalidArgument, "--expert-placement: not an order of the model's " +
+                                              std::to_string(config.num_experts) + " experts");
+    config.expert_placement = options.expert_placement;
+  }
   if (options.data_parallel > 1 && (!options.expert_parallel || options.data_parallel != comm->size()))
     fail(ErrorKind::kUnsupported,
          "--data-parallel-size " + std::to_string(options.data_parallel) +

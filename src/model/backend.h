@@ -62,6 +62,9 @@ struct BackendOptions {
   // Data-parallel attention with expert parallelism (DEP, --data-parallel-size): every rank of `comm` is a DP
   // rank (tensor parallel 1) with its own sequences and KV pool; needs expert_parallel. 1: tensor parallel.
   int data_parallel = 1;
+  // Static expert placement (config/expert_placement.h, --expert-placement): slot s holds checkpoint expert
+  // expert_placement[s]; empty: none.
+  std::vector<int32_t> expert_placement;
   // The ranks the model is split over (tensor parallel; config/shard_layout.h). Null: one rank.
   std::shared_ptr<dist::Communicator> comm;
 };

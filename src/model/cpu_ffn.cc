@@ -74,7 +74,6 @@ void CpuModel::moe(const CpuLayerWeights& w, const float* x_mine, int64_t T_mine
     }
   }
 
-  expert_tokens_.resize(E);
   for (int e = 0; e < E; ++e) expert_tokens_[e] += static_cast<int64_t>(routed[e].size());
   std::fill(out, out + T * H, 0.0f);
   const int64_t I = shard_.expert_intermediate.size();

@@ -20,6 +20,7 @@ CpuModel::CpuModel(ModelConfig config, CpuWeights weights, int num_kv_pages, con
       rope_(config_.rotary_dim, config_.rope_theta) {
   M3_CHECK(comm_->size() == shard_.world_size() && comm_->rank() == shard_.world_rank(),
            "the shard layout and the communicator disagree on the ranks");
+  expert_tokens_.assign(config_.num_experts, 0);
   if (num_host_kv_pages > 0)
     host_kv_ = std::make_unique<CpuKvStorage>(config_, num_host_kv_pages,
                                               static_cast<int>(shard_.kv_heads.size()), kv);

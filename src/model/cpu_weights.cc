@@ -90,9 +90,11 @@ CpuWeights load_cpu_weights(const ModelConfig& c, const Checkpoint& ckpt, const 
         L->mlp_down = std::move(data);
         break;
       case WeightRole::kRouter:
+        place_router_rows(c, data.data(), c.hidden_size);
         L->router = std::move(data);
         break;
       case WeightRole::kRouterBias:
+        place_router_rows(c, data.data(), 1);
         L->router_bias = std::move(data);
         break;
       case WeightRole::kExpertGate:

@@ -56,7 +56,13 @@ void CudaModel::Impl::moe_exchange(const Layer& L, const bf16* x, const float* x
   const float* all32 = gather(x32, "dp.x32");
   const bf16* all16 = gather(x, "dp.x");
   float* routed = buf<float>("dp.routed", size_t(total) * H);
-  moe(L, all16, all32, total, routed, false, nullptr);
+  // The experts take the gathered rows in slices of the largest step one rank schedules, so the exchange
+  // needs no more expert workspace than a TP step does (the memory plan profiles every rank's largest step at
+  // once).
+  const int slice = std::max(1, opt.max_num_batched_tokens);
+  for (int a = 0; a < total; a += slice)
+    moe(L, all16 + size_t(a) * H, all32 + size_t(a) * H, std::min(slice, total - a), routed + size_t(a) * H,
+        false, nullptr);
   // The combine: every rank's partial sums of every row, summed (an all-reduce standing in for a
   // reduce-scatter), this rank's rows kept.
   nccl->all_reduce_sum(routed, size_t(total) * H, stream);

@@ -116,10 +116,28 @@ const uint8_t* gather(const uint8_t* src, size_t row_bytes, const TensorCut& cut
   return buf.data();
 }
 
+HostRows host_rows_as_stored(const ModelConfig& c, const Checkpoint& ckpt, const std::string& name,
+                             const WeightSpec& spec, const TensorCut& cut, const Placement& p);
+
 // This rank's rows of checkpoint tensor `name` in the form its placement takes: bf16 / fp32 as stored or
-// converted, MXFP8 as stored (with its scales) or quantised here (loader/mxfp8.h).
+// converted, MXFP8 as stored (with its scales) or quantised here (loader/mxfp8.h); the router's rows in the
+// order of the expert placement.
 HostRows host_rows(const ModelConfig& c, const Checkpoint& ckpt, const std::string& name,
                    const WeightSpec& spec, const TensorCut& cut, const Placement& p) {
+  HostRows h = host_rows_as_stored(c, ckpt, name, spec, cut, p);
+  if ((spec.role != WeightRole::kRouter && spec.role != WeightRole::kRouterBias) ||
+      c.expert_placement.empty())
+    return h;
+  std::vector<uint8_t> rows(h.data, h.data + p.rows * p.data.row_bytes);  // fp32 (Placement::fp32)
+  const int64_t floats = int64_t(rows.size() / 4);  // the weight [E, H] or the bias [E] (one row of E)
+  place_router_rows(c, reinterpret_cast<float*>(rows.data()), floats / c.num_experts);
+  h.data_buf = std::move(rows);
+  h.data = h.data_buf.data();
+  return h;
+}
+
+HostRows host_rows_as_stored(const ModelConfig& c, const Checkpoint& ckpt, const std::string& name,
+                             const WeightSpec& spec, const TensorCut& cut, const Placement& p) {
   HostRows h;
   const TensorRef& ref = ckpt.at(name);
   const bool same_shape = ref.info->shape == spec.shape;

@@ -18,6 +18,7 @@ std::string encode_options(const BackendOptions& o) {
                         {"num_host_kv_pages", o.num_host_kv_pages},
                         {"expert_parallel", o.expert_parallel},
                         {"data_parallel", o.data_parallel},
+                        {"expert_placement", o.expert_placement},
                         {"gpu_memory_utilization", o.gpu_memory_utilization},
                         {"max_num_batched_tokens", o.max_num_batched_tokens},
                         {"max_num_seqs", o.max_num_seqs},
@@ -37,6 +38,7 @@ BackendOptions decode_options(const std::string& bytes, std::shared_ptr<dist::Co
   o.num_host_kv_pages = j.at("num_host_kv_pages");
   o.expert_parallel = j.at("expert_parallel");
   o.data_parallel = j.at("data_parallel");
+  o.expert_placement = j.at("expert_placement").get<std::vector<int32_t>>();
   o.gpu_memory_utilization = j.at("gpu_memory_utilization");
   o.max_num_batched_tokens = j.at("max_num_batched_tokens");
   o.max_num_seqs = j.at("max_num_seqs");

@@ -1,6 +1,7 @@
 // Expected tensor list of the MiniMax-M3 text model (spec §2.1) and its reconciliation with a checkpoint.
 #include "model/weight_layout.h"
 
+#include <algorithm>
 #include <set>
 
 #include "common/error.h"
@@ -48,7 +49,8 @@ std::vector<WeightSpec> weight_layout(const ModelConfig& c) {
     add(WeightRole::kRouter, {m + "gate.weight"}, {c.num_experts, H});
     if (c.use_routing_bias) add(WeightRole::kRouterBias, {m + "e_score_correction_bias"}, {c.num_experts});
     for (int e = 0; e < c.num_experts; ++e) {
-      const std::string x = m + "experts." + std::to_string(e) + ".";
+      const int stored = c.expert_placement.empty() ? e : c.expert_placement[e];  // slot e's expert
+      const std::string x = m + "experts." + std::to_string(stored) + ".";
       add(WeightRole::kExpertGate, {x + "w1.weight"}, {I, H}, e);
       add(WeightRole::kExpertDown, {x + "w2.weight"}, {H, I}, e);
       add(WeightRole::kExpertUp, {x + "w3.weight"}, {I, H}, e);
@@ -85,6 +87,14 @@ bool is_linear(WeightRole role) {
 
 bool is_routed_expert(WeightRole role) {
   return role == WeightRole::kExpertGate || role == WeightRole::kExpertUp || role == WeightRole::kExpertDown;
+}
+
+void place_router_rows(const ModelConfig& c, float* rows, int64_t row_len) {
+  if (c.expert_placement.empty()) return;
+  const std::vector<float> stored(rows, rows + int64_t(c.num_experts) * row_len);
+  for (int s = 0; s < c.num_experts; ++s)
+    std::copy_n(stored.data() + int64_t(c.expert_placement[s]) * row_len, row_len,
+                rows + int64_t(s) * row_len);
 }
 
 void keep_local_experts(const ShardLayout& shard, std::vector<WeightSpec>& specs,

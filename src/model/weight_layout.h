@@ -59,6 +59,11 @@ bool is_linear(WeightRole role);
 // A routed expert's gate, up or down projection (WeightSpec::expert says which expert).
 bool is_routed_expert(WeightRole role);
 
+// With an expert placement (ModelConfig::expert_placement) the routed experts' specs name the checkpoint
+// expert each slot holds, and the router's rows (its weight [E, H] or bias [E], row_len H or 1) are
+// reordered to match, in place, here.
+void place_router_rows(const ModelConfig& config, float* rows, int64_t row_len);
+
 // Drops the routed experts that other ranks hold (expert parallelism) from `specs` and, index for index, from
 // `names` (resolve_weight_names' answer for all of them; null: none yet).
 void keep_local_experts(const ShardLayout& shard, std::vector<WeightSpec>& specs,

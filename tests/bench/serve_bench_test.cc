@@ -46,7 +46,8 @@ TEST(BenchArrivalTimes, InfiniteBurstinessIsEvenlySpaced) {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// Completions streams of two chunks with usage (cached_tokens 7); remembers every request body.
+// Completions streams of two chunks with usage (cached_tokens 7); remembers every generation request's body.
+// Its /metrics counts (e + 1) routed tokens for expert e of 4 per request so far.
 class CountingServer {
  public:
   std::vector<json> bodies() {
@@ -57,10 +58,15 @@ class CountingServer {
 
  private:
   TestReply reply(const TestRequest& req) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      bodies_.push_back(json::parse(req.body, nullptr, false));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (req.target == "/metrics") {
+      std::string text = "# TYPE m3:moe_expert_tokens_total counter\n";
+      for (int e = 0; e < 4; ++e)
+        text += "m3:moe_expert_tokens_total{model_name=\"m\",expert=\"" + std::to_string(e) + "\"} " +
+                std::to_string(bodies_.size() * (e + 1)) + "\n";
+      return {200, {text}};
     }
+    bodies_.push_back(json::parse(req.body, nullptr, false));
     const std::string chunk = "data: {\"choices\":[{\"index\":0,\"text\":\" ok\"}]}\n\n";
     return {200,
             {chunk, chunk,
@@ -147,6 +153,13 @@ TEST_F(BenchServeDatasets, AgentReportsPerTurn) {
   const std::vector<json> bodies = server_.bodies();
   ASSERT_EQ(bodies.size(), 6u);
   for (const json& b : bodies) EXPECT_EQ(b["ignore_eos"], true);
+  // The run's expert load from the server's counters (what --expert-placement reads back).
+  EXPECT_EQ(result["expert_tokens"], json::array({6, 12, 18, 24})) << result.dump();
+  EXPECT_NE(
+      out_.find("Expert load: 4 experts, 60 routed tokens; busiest expert 3 at 1.60x the mean, idlest 0 at "
+                "0.40x"),
+      std::string::npos)
+      << out_;
 }
 
 TEST_F(BenchServeDatasets, UnknownDatasetNamesTheFlag) {

@@ -135,6 +135,19 @@ TEST(GenerateCliRanks, DataParallelAttentionRanksReproduceReferenceGreedyIds) {
     expect_golden_ids(r, golden);
     EXPECT_NE(r.err.find("starting " + std::to_string(dp) + " ranks"), std::string::npos) << r.err;
   }
+  // A static expert placement from a skewed histogram (experts 0-3 hot: in checkpoint order all on rank 0 of
+  // 2): the slots are renumbered, routing and the greedy ids stay the reference's.
+  const std::string loads = std::string(::testing::TempDir()) + "/expert_loads.json";
+  std::ofstream(loads) << R"({"expert_tokens": [900, 800, 700, 600, 5, 4, 3, 2]})";
+  for (const char* layout : {"--data-parallel-size 2", "--tp 4"}) {
+    auto golden = load_golden("m3-tiny-msa");
+    CliRun r = m3_generate("--model " + fixture_model_dir("m3-tiny-msa") +
+                               " --device cpu --enable-expert-parallel " + layout + " --expert-placement " +
+                               loads + " --max-num-batched-tokens 100",
+                           golden_input(golden));
+    expect_golden_ids(r, golden);
+    EXPECT_NE(r.err.find("expert placement from"), std::string::npos) << r.err;
+  }
   CliRun no_ep = m3_generate("--model " + fixture_model_dir("m3-tiny-msa") + " --device cpu --dp 2", "");
   EXPECT_EQ(no_ep.status, 2);
   EXPECT_NE(no_ep.err.find("--data-parallel-size 2 needs --enable-expert-parallel"), std::string::npos)

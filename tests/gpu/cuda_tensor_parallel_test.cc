@@ -159,6 +159,7 @@ TEST(CudaDataParallel, RanksOnOneGpuComputeWhatOneRankComputes) {
       o.shard = make_dep_shard_layout(config, dp, comm->rank());
       o.ranks = comm;
       o.device_comm = std::make_shared<StagedDeviceComm>(comm);
+      o.max_num_batched_tokens = 7;  // the gathered prefill rows reach the experts in slices of 7
       auto model = make_model(fixture, o);
       ranks[comm->rank()] = golden_steps_on_ranks(*model, golden, owner);
     });

@@ -13,7 +13,8 @@
 # greedy text), and once to a --no-enable-prefix-caching server (same text), on the synthetic tiny model.
 # tp: tensor parallel over the machine's GPUs (2 or more): `m3 generate --tensor-parallel-size N` on the golden
 # fixtures against TP 1, a TP-N server answering as a TP-1 server does, and a killed rank ending the server.
-# EP=1 adds --enable-expert-parallel; DEP=1 runs --data-parallel-size N --enable-expert-parallel instead.
+# EP=1 adds --enable-expert-parallel; DEP=1 runs --data-parallel-size N --enable-expert-parallel instead;
+# PLACEMENT=FILE adds --expert-placement FILE.
 # Full logs go to $OUT; short tables are printed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -71,6 +72,7 @@ if want tp; then
   EPF=${EP:+--enable-expert-parallel}  # EP=1: the experts split by expert (whole experts per rank)
   PAR="--tensor-parallel-size $TP $EPF"
   [ -n "${DEP:-}" ] && PAR="--data-parallel-size $TP --enable-expert-parallel"  # DEP=1: data-parallel attention
+  [ -n "${PLACEMENT:-}" ] && PAR="$PAR --expert-placement $PLACEMENT"  # a routing histogram (EP / DEP)
   echo "== $PAR over $GPUS GPU(s)"
   for m in m3-tiny-msa m3-tiny-block128 m3-tiny-hf-sharded; do
     golden_prompts "$m" >"$OUT/tp_in_$m.jsonl"
