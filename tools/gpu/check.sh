@@ -14,7 +14,8 @@
 # tp: tensor parallel over the machine's GPUs (2 or more): `m3 generate --tensor-parallel-size N` on the golden
 # fixtures against TP 1, a TP-N server answering as a TP-1 server does, and a killed rank ending the server.
 # EP=1 adds --enable-expert-parallel; DEP=1 runs --data-parallel-size N --enable-expert-parallel instead;
-# PLACEMENT=FILE adds --expert-placement FILE.
+# PLACEMENT=FILE adds --expert-placement FILE. placement (2+ GPUs): `m3 generate --expert-placement` with a skewed
+# histogram at TP 2 + EP and DEP 2 on m3-tiny-msa against the reference.
 # Full logs go to $OUT; short tables are printed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -125,6 +126,18 @@ PY
     echo "TP servers did not come up"; tail -20 "$OUT/tp_serve_$TP.log"; status=1
   fi
   grep -h "NCCL\|pages)\|error" "$OUT/tp_serve_$TP.log" | head -8 | sed 's/^/  /'
+fi
+
+if want placement; then  # --expert-placement from a skewed histogram (experts 0-3 hot) at TP 2 + EP and DEP 2
+  echo '{"expert_tokens": [900, 800, 700, 600, 5, 4, 3, 2]}' >"$OUT/expert_loads.json"
+  golden_prompts m3-tiny-msa >"$OUT/place_in.jsonl"
+  for par in "--tensor-parallel-size 2 --enable-expert-parallel" "--data-parallel-size 2 --enable-expert-parallel"; do
+    timeout 200 build-gpu/bin/m3 generate --model tests/fixtures/models/m3-tiny-msa --device cuda $par \
+      --expert-placement "$OUT/expert_loads.json" --input "$OUT/place_in.jsonl" --output "$OUT/place_out.jsonl" \
+      2>"$OUT/place.log" || { echo "m3 generate $par --expert-placement: FAILED"; tail -5 "$OUT/place.log"; status=1; }
+    grep -m1 -o "expert placement from .*" "$OUT/place.log"
+    golden_check m3-tiny-msa "$OUT/place_out.jsonl" "m3 generate --device cuda $par --expert-placement (skewed)"
+  done
 fi
 
 if want fp8; then
