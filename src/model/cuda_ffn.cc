@@ -5,7 +5,8 @@
 // expert over its compact rows. The combine sums experts in ascending id order, times routed_scaling_factor,
 // plus the shared expert, as the reference does. With several ranks each runs its columns of every expert, or
 // with expert parallelism its own whole experts (routing still covers all of them, and pairs of other ranks'
-// experts are skipped); the caller sums the partial outputs over the ranks.
+// experts are skipped); the caller sums the partial outputs over the ranks. With data-parallel attention the
+// MoE layer exchanges tokens itself (moe_exchange).
 #include <algorithm>
 #include <string>
 
