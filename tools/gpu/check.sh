@@ -17,17 +17,7 @@
 # PLACEMENT=FILE adds --expert-placement FILE. placement (2+ GPUs): `m3 generate --expert-placement` with a skewed
 # histogram at TP 2 + EP and DEP 2 on m3-tiny-msa against the reference.
 # Full logs go to $OUT; short tables are printed.
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/m3-gpu-out}
-mkdir -p "$OUT"
-[ -f build-gpu/bundle.tar.xz ] && tar -C build-gpu -xJf build-gpu/bundle.tar.xz  # pack.sh M3_PACK_NODE=1
-# build-gpu/bin/* find build-gpu/lib through their RUNPATH. LD_LIBRARY_PATH only as a fallback for binaries that do
-# not start without it: set for everything, it would also hand the bundle's libstdc++ to python3 and NVIDIA's tools.
-if ! build-gpu/bin/m3 --version >/dev/null 2>&1; then
-  echo "warning: build-gpu/bin/m3 does not start on its RUNPATH; using LD_LIBRARY_PATH=build-gpu/lib" >&2
-  export LD_LIBRARY_PATH="$PWD/build-gpu/lib:${LD_LIBRARY_PATH:-}"
-fi
+source "$(dirname "$0")/env.sh"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 status=0
 want() { [ $# -eq 0 ] && return 0; local w; for w in "${MODES[@]}"; do [ "$w" = "$1" ] && return 0; done; return 1; }
@@ -104,7 +94,6 @@ PY
       -d '{"model":"m","messages":[{"role":"user","content":"Write a haiku about GPUs"}],"max_tokens":48,"temperature":0,"ignore_eos":true}' |
       python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["message"])'
   }
-  up() { for _ in $(seq 1 600); do curl -sf "localhost:$1/health" >/dev/null && return 0; sleep 0.2; done; return 1; }
   # One server at a time: each sizes its KV pool from the free memory of its GPUs.
   build-gpu/bin/m3 serve /tmp/m3-tiny --device cuda --port 8301 --served-model-name m >"$OUT/tp_serve_1.log" 2>&1 &
   S1=$!
@@ -182,7 +171,6 @@ fi
 
 if want prefix; then
   build-gpu/bin/m3 make-random-model --preset tiny --out /tmp/m3-tiny-prefix --tokenizer-from tests/fixtures/minimax-m3 2>/dev/null
-  up() { for _ in $(seq 1 600); do curl -sf "localhost:$1/health" >/dev/null && return 0; sleep 0.2; done; return 1; }
   ask() {  # port -> "cached_tokens text" of a greedy completion of the fixed prompt
     python3 - "$1" <<'PY'
 import json, sys, urllib.request

@@ -7,22 +7,16 @@
 #     weights): m3 bench serve, random 1,024-token prompts, 256 tokens out, at concurrency 1 and 64; the
 #     grammar requests send response_format json_object (their structure may end early: TPOT is per token).
 #     The server's m3:structured_output_* counters say how much mask time the steps waited for.
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/m3-gpu-out}
-mkdir -p "$OUT"
-[ -f build-gpu/bundle.tar.xz ] && [ ! -x build-gpu/bin/m3 ] && tar -C build-gpu -xJf build-gpu/bundle.tar.xz
-M3=build-gpu/bin/m3
+source "$(dirname "$0")/env.sh"
 echo "== m3 bench grammar ($(nproc) cores)"
 $M3 bench grammar --tokenizer tests/fixtures/minimax-m3/tokenizer.json --tools tests/fixtures/claude_code/session.json \
   --batch-sizes 1 64 --steps 64 --result-json "$OUT/grammar_bench.json"
 MODEL=/tmp/m3-random-3p5
-[ -f $MODEL/config.json ] ||
-  $M3 make-random-model --preset m3 --layers 3+5 --config-only --out $MODEL --tokenizer-from tests/fixtures/minimax-m3
+random_model $MODEL 3+5
 $M3 serve $MODEL --device cuda --load-format dummy --port 8141 --served-model-name minimax-m3 --max-model-len 4096 \
   --max-num-seqs 64 >"$OUT/grammar_serve.log" 2>&1 &
 server=$!
-for _ in $(seq 900); do curl -sf http://127.0.0.1:8141/health >/dev/null && break; sleep 0.5; done
+up 8141
 bench() {  # tag concurrency prompts [extra body]
   local body=${4:-'{}'}
   echo "== $1: concurrency $2, body $body"

@@ -8,13 +8,7 @@
 # the experts split by expert (--enable-expert-parallel) in (1) and (3); DEP=1: data-parallel attention with the
 # experts split (--data-parallel-size N --enable-expert-parallel).
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0; the device notes say why). Results to $OUT.
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/m3-gpu-out}
-mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-[ -f build-gpu/bundle.tar.xz ] && [ ! -x build-gpu/bin/m3 ] && tar -C build-gpu -xJf build-gpu/bundle.tar.xz
-M3=build-gpu/bin/m3
+source "$(dirname "$0")/env.sh"
 N=$(nvidia-smi -L | wc -l)
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | sort | uniq -c
 nvidia-smi topo -m 2>/dev/null | head -$((N + 1))
@@ -27,15 +21,14 @@ timeout 120 build-gpu/bin/m3-kernel-bench --filter all_reduce --iters 20 2>&1 | 
 echo "== (3) the whole model, FP8 weights, over $N GPUs ${EP:+with expert parallelism}${DEP:+(DEP)}"
 LAYERS=${LAYERS:-3+57}
 MODEL=/tmp/m3-full
-$M3 make-random-model --preset m3 --layers "$LAYERS" --config-only --out $MODEL \
-  --tokenizer-from tests/fixtures/minimax-m3 >/dev/null 2>&1
+random_model $MODEL "$LAYERS"
 t0=$(date +%s)
 PAR="--tensor-parallel-size $N ${EP:+--enable-expert-parallel}"
 [ -n "${DEP:-}" ] && PAR="--data-parallel-size $N --enable-expert-parallel"
 $M3 serve $MODEL --device cuda --load-format dummy --quantization fp8 $PAR --port 8200 \
   --served-model-name minimax-m3 --max-model-len 16384 --max-num-seqs 64 >"$OUT/full_serve.log" 2>&1 &
 server=$!
-for _ in $(seq 600); do curl -sf http://127.0.0.1:8200/health >/dev/null && break; sleep 0.5; done
+up 8200
 echo "server up after $(($(date +%s) - t0)) s (layers $LAYERS)"
 grep -E "memory plan|KV pool|rank [0-9]|error|Error" "$OUT/full_serve.log" | head -12
 run() {  # input output concurrency prompts

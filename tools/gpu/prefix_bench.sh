@@ -10,22 +10,16 @@
 #         the system prompt), and prefix_ttft.py evict pushes a conversation out with other prompts;
 #   nohost the same pool without the host tier.
 # Results (JSON, logs) to $OUT; the per-turn tables are printed.
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/m3-gpu-out}
-mkdir -p "$OUT"
-[ -f build-gpu/bundle.tar.xz ] && [ ! -x build-gpu/bin/m3 ] && tar -C build-gpu -xJf build-gpu/bundle.tar.xz
-M3=build-gpu/bin/m3
+source "$(dirname "$0")/env.sh"
 MODEL=/tmp/m3-random-3p5
-[ -f $MODEL/config.json ] ||
-  $M3 make-random-model --preset m3 --layers 3+5 --config-only --out $MODEL --tokenizer-from tests/fixtures/minimax-m3
+random_model $MODEL 3+5
 serve() {  # tag port flags...
   local tag=$1 port=$2
   shift 2
   $M3 serve $MODEL --device cuda --load-format dummy --port "$port" --served-model-name minimax-m3 \
     --max-model-len 40000 --max-num-seqs 16 "$@" >"$OUT/prefix_serve_$tag.log" 2>&1 &
   server=$!
-  for _ in $(seq 900); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && return 0; sleep 0.5; done
+  up "$port" && return 0
   echo "server $tag did not start"; tail -5 "$OUT/prefix_serve_$tag.log"; return 1
 }
 bench() {  # tag port flags...

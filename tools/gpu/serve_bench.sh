@@ -4,18 +4,13 @@
 # --load-format dummy, the real tokenizer): 8192 in / 2048 out at concurrency 32 (the published B200 workload)
 # and 1024 / 1024 at concurrency 1, 4 and 64, greedy; then 1024 / 1024 at concurrency 1 and 64 with the model's
 # default sampling. SERVE_BENCH_QUICK=1 runs fewer prompts. Results to $OUT.
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/m3-gpu-out}
-mkdir -p "$OUT"
-[ -f build-gpu/bundle.tar.xz ] && [ ! -x build-gpu/bin/m3 ] && tar -C build-gpu -xJf build-gpu/bundle.tar.xz
-M3=build-gpu/bin/m3  # finds build-gpu/lib through its RUNPATH (pack.sh)
+source "$(dirname "$0")/env.sh"
 MODEL=/tmp/m3-random-3p5
-$M3 make-random-model --preset m3 --layers 3+5 --config-only --out $MODEL --tokenizer-from tests/fixtures/minimax-m3
+random_model $MODEL 3+5
 $M3 serve $MODEL --device cuda --load-format dummy --port 8123 --served-model-name minimax-m3 \
   --max-model-len 16384 --max-num-seqs 64 >"$OUT/serve.log" 2>&1 &
 server=$!
-for _ in $(seq 600); do curl -sf http://127.0.0.1:8123/health >/dev/null && break; sleep 0.5; done
+up 8123
 grep -E "memory plan|KV pool|generated" "$OUT/serve.log"
 quick=${SERVE_BENCH_QUICK:-0}
 run() {  # input output concurrency prompts [extra bench flags]

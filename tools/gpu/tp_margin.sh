@@ -2,11 +2,8 @@
 # Runs on a multi-GPU machine: the synthetic tiny model served at TP 1, 2 and 4 answers one greedy chat with
 # top-3 logprobs; where a TP-N answer differs from TP 1, prints both top-3 lists at the first differing token (a
 # margin of a few 1e-3 is a bf16 near-tie that the ranks' reduction order flips, not a bug).
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-tar -C build-gpu -xJf build-gpu/bundle.tar.xz 2>/dev/null; export NCCL_NVLS_ENABLE=0
+source "$(dirname "$0")/env.sh"
 build-gpu/bin/m3 make-random-model --preset tiny --out /tmp/m3-tiny --tokenizer-from tests/fixtures/minimax-m3 2>/dev/null
-up() { for _ in $(seq 1 600); do curl -sf "localhost:$1/health" >/dev/null && return 0; sleep 0.2; done; return 1; }
 ask() { curl -s "localhost:$1/v1/chat/completions" -H 'content-type: application/json' \
   -d '{"model":"m","messages":[{"role":"user","content":"Write a haiku about GPUs"}],"max_tokens":48,"temperature":0,"ignore_eos":true,"logprobs":true,"top_logprobs":3}' > /tmp/ans_$1.json; }
 for t in 1 2 4; do
