@@ -2,6 +2,7 @@
 #include "model/backend.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -90,12 +91,12 @@ std::unique_ptr<ModelBackend> load_shard(const std::string& model_dir, const Bac
   std::shared_ptr<dist::Communicator> comm = options.comm ? options.comm : dist::local_communicator();
   const bool expert_parallel = options.expert_parallel && comm->size() > 1;
   if (!options.expert_placement.empty()) {
-    std::vector<int32_t> sorted = options.expert_placement;
+    std::vector<int32_t> sorted = options.expert_placement, every(config.num_experts);
     std::sort(sorted.begin(), sorted.end());
-    for (int e = 0; e < config.num_experts; ++e)
-      if (int(sorted.size()) != config.num_experts || sorted[e] != e)
-        fail(ErrorKind::kInvalidArgument, "--expert-placement: not an order of the model's " +
-                                              std::to_string(config.num_experts) + " experts");
+    std::iota(every.begin(), every.end(), 0);
+    if (sorted != every)
+      fail(ErrorKind::kInvalidArgument, "--expert-placement: not an order of the model's " +
+                                            std::to_string(config.num_experts) + " experts");
     config.expert_placement = options.expert_placement;
   }
   if (options.data_parallel > 1 && (!options.expert_parallel || options.data_parallel != comm->size()))

@@ -37,13 +37,7 @@ TEST_P(DataParallel, RanksComputeWhatOneRankComputes) {
   std::vector<MemoryUse> memory(dp);
   ThreadRanks ranks(dp);
   ranks.run([&](std::shared_ptr<dist::Communicator> comm) {
-    BackendOptions o;
-    o.device = "cpu";
-    o.num_kv_pages = 256;
-    o.expert_parallel = true;
-    o.data_parallel = dp;
-    o.comm = comm;
-    auto shard = load_shard(fixture_model_dir(fixture), o);
+    auto shard = load_cpu_rank(fixture, comm, /*expert_parallel=*/true, dp);
     EXPECT_EQ(shard->data_parallel_size(), dp);
     memory[comm->rank()] = shard->memory_use();
     runs[comm->rank()] = golden_steps_on_ranks(*shard, golden, owner);

@@ -55,12 +55,7 @@ TEST_P(TensorParallel, ShardsComputeWhatOneRankComputes) {
   std::vector<MemoryUse> memory(tp);
   ThreadRanks ranks(tp);
   ranks.run([&](std::shared_ptr<dist::Communicator> comm) {
-    BackendOptions o;
-    o.device = "cpu";
-    o.num_kv_pages = 256;
-    o.expert_parallel = ep;
-    o.comm = comm;
-    auto shard = load_shard(fixture_model_dir(fixture), o);
+    auto shard = load_cpu_rank(fixture, comm, ep);
     memory[comm->rank()] = shard->memory_use();
     runs[comm->rank()] = run_golden_steps(*shard, golden);
   });

@@ -48,6 +48,17 @@ std::unique_ptr<ModelBackend> load_fixture(const std::string& name, int num_page
   return load_backend(fixture_model_dir(name), o);
 }
 
+std::unique_ptr<ModelBackend> load_cpu_rank(const std::string& name, std::shared_ptr<dist::Communicator> comm,
+                                            bool expert_parallel, int data_parallel) {
+  BackendOptions o;
+  o.device = "cpu";
+  o.num_kv_pages = 256;
+  o.expert_parallel = expert_parallel;
+  o.data_parallel = data_parallel;
+  o.comm = std::move(comm);
+  return load_shard(fixture_model_dir(name), o);
+}
+
 std::vector<int32_t> random_prompt(int n, int vocab, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<int32_t> p(size_t(std::max(n, 0)));

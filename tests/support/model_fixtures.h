@@ -42,6 +42,11 @@ std::unique_ptr<ModelBackend> load_fixture(const std::string& name, int num_page
                                            const std::string& kv_cache_dtype = "auto",
                                            int num_host_kv_pages = 0);
 
+// One CPU rank's shard of fixture `name` (256 KV pages) over `comm`: tensor parallel, with the experts split
+// by expert when expert_parallel, or DEP over all the ranks when data_parallel > 1.
+std::unique_ptr<ModelBackend> load_cpu_rank(const std::string& name, std::shared_ptr<dist::Communicator> comm,
+                                            bool expert_parallel = false, int data_parallel = 1);
+
 // n token ids drawn uniformly from the vocabulary (mt19937 seeded with `seed`).
 std::vector<int32_t> random_prompt(int n, int vocab, uint32_t seed);
 
