@@ -6,6 +6,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -15,6 +16,7 @@
 #include "dist/device_communicator.h"
 #include "kernels/kernels.h"
 #include "model/cuda_model.h"
+#include "model/weight_layout.h"
 
 namespace m3 {
 
@@ -146,6 +148,8 @@ struct CudaModel::Impl {
 
   // cuda_weights.cc
   void load_weights(const Checkpoint* ckpt, uint64_t random_seed);
+  void check_weights_fit(const std::vector<WeightSpec>& specs, const std::vector<TensorCut>& cuts,
+                         const std::function<bool(const WeightSpec&)>& is_fp8) const;
   Weight own_weight(size_t rows, int K, bool fp8);
   void* scratch_alloc_tmp(size_t bytes);
   void scratch_free_tmp();

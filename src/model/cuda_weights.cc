@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -313,6 +314,33 @@ static void generate_weights(CudaModel::Impl& m, const std::vector<WeightSpec>& 
   m.scratch_free_tmp();
 }
 
+// Before the first allocation: this rank's weights against the GPU's free memory, so that a model too large
+// for the layout is a startup error that names both sizes and the ways out, not an out-of-memory from
+// cudaMalloc.
+void CudaModel::Impl::check_weights_fit(const std::vector<WeightSpec>& specs,
+                                        const std::vector<TensorCut>& cuts,
+                                        const std::function<bool(const WeightSpec&)>& is_fp8) const {
+  uint64_t need = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    uint64_t n = 1;
+    for (size_t d = 0; d < specs[i].shape.size(); ++d)
+      n *= uint64_t(int(d) == cuts[i].dim ? cuts[i].end - cuts[i].begin : specs[i].shape[d]);
+    const bool fp32 = specs[i].role == WeightRole::kRouter || specs[i].role == WeightRole::kRouterBias;
+    need += fp32 ? 4 * n : is_fp8(specs[i]) ? n + n / cuda::kFp8Block : 2 * n;
+  }
+  size_t free_bytes = 0, total_bytes = 0;
+  M3_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  if (need <= free_bytes) return;
+  char msg[512];
+  std::snprintf(
+      msg, sizeof msg,
+      "the weights do not fit: this rank's share is %.1f GB and GPU %d has %.1f GB free of %.1f GB; "
+      "use more GPUs (--tensor-parallel-size, --data-parallel-size with --enable-expert-parallel)%s",
+      need / 1e9, opt.device, free_bytes / 1e9, total_bytes / 1e9,
+      opt.quantization == "fp8" ? "" : " or FP8 weights (--quantization fp8)");
+  fail(ErrorKind::kUnsupported, msg);
+}
+
 void CudaModel::Impl::load_weights(const Checkpoint* ckpt, uint64_t random_seed) {
   const auto t0 = std::chrono::steady_clock::now();
   // The shard's dimensions (the whole model with one rank).
@@ -351,6 +379,11 @@ void CudaModel::Impl::load_weights(const Checkpoint* ckpt, uint64_t random_seed)
              "multiple of 32; layer " +
                  std::to_string(l) + " has " + std::to_string(slab_k[sl]));
     }
+
+  check_weights_fit(specs, cuts, [&](const WeightSpec& s) {
+    const Slab sl = slab_of(s.role, shared_fused);
+    return sl != kNotLinear && fp8[s.layer][sl];
+  });
 
   for (int l = 0; l < c.num_layers; ++l) {  // the fused allocations
     Layer& L = layers[l];

@@ -2,7 +2,8 @@
 # Runs on the GPU machine (see pack.sh) with `run(carry=["build-gpu"])`: `check.sh [tests] [e2e] [bench] ...`
 # (default: tests). tests: the GPU test suite, compute-sanitizer memcheck on the kernel tests, and
 # `m3 generate --device cuda` on the golden fixtures. e2e: the server e2e suite with every model-backed server
-# on --device cuda (needs pack.sh's M3_PACK_NODE=1). bench: m3-kernel-bench (all benches, or BENCH_FILTER).
+# on --device cuda (needs pack.sh's M3_PACK_NODE=1; E2E_SUITES picks suites, E2E_ARGS adds serve flags such as
+# "--tensor-parallel-size 4"). bench: m3-kernel-bench (all benches, or BENCH_FILTER).
 # fp8: MXFP8 fixtures through `m3 generate --device cuda` (FP8 weights on the GPU) against transformers' goldens,
 # (FIXTURES="name ..." first writes those goldens with tools/goldens/make_goldens.py, uses them and leaves them
 # in $OUT/fixtures.tar.gz). The CUDA FP8 path against the CPU reference is in cuda_test (CudaVsCpu.*Fp8*).
@@ -97,12 +98,12 @@ PY
   # One server at a time: each sizes its KV pool from the free memory of its GPUs.
   build-gpu/bin/m3 serve /tmp/m3-tiny --device cuda --port 8301 --served-model-name m >"$OUT/tp_serve_1.log" 2>&1 &
   S1=$!
-  up 8301 && A=$(ask 8301)
+  up 8301 "$S1" && A=$(ask 8301)
   kill "$S1"; wait "$S1"
   build-gpu/bin/m3 serve /tmp/m3-tiny --device cuda $PAR --port 8302 --served-model-name m \
     >"$OUT/tp_serve_$TP.log" 2>&1 &
   SN=$!
-  if up 8302; then
+  if up 8302 "$SN"; then
     B=$(ask 8302)
     [ "$A" = "$B" ] && echo "m3 serve $PAR: same greedy answer as TP 1" ||
       { echo "m3 serve $PAR: answer differs from TP 1"; echo "  TP1: $A"; echo "  TP$TP: $B"; }
@@ -234,11 +235,11 @@ if want e2e; then
   mkdir -p /tmp/m3-node
   xz -dc build-gpu/node/node.xz >/tmp/m3-node/node && chmod +x /tmp/m3-node/node
   tar -C tests/e2e/server -xJf build-gpu/node/node_modules.tar.xz
-  for suite in openai anthropic bad_input load drain scripted; do
+  for suite in ${E2E_SUITES:-openai anthropic bad_input load drain scripted}; do
     (cd tests/e2e/server && M3_BINARY="$PWD/../../../build-gpu/bin/m3" M3_REPO_ROOT="$PWD/../../.." \
-       M3_E2E_WORKDIR=/tmp/m3-e2e M3_E2E_SERVE_ARGS="--device cuda" \
+       M3_E2E_WORKDIR=/tmp/m3-e2e M3_E2E_SERVE_ARGS="--device cuda ${E2E_ARGS:-}" \
        timeout 500 /tmp/m3-node/node --test --test-reporter=spec "$suite.test.mjs" >"$OUT/e2e_$suite.log" 2>&1) \
-      && echo "e2e $suite (--device cuda): $(grep -E "^ℹ (tests|pass|fail) " "$OUT/e2e_$suite.log" | tr "\n" " ")" \
+      && echo "e2e $suite (--device cuda ${E2E_ARGS:-}): $(grep -E "^ℹ (tests|pass|fail) " "$OUT/e2e_$suite.log" | tr "\n" " ")" \
       || { echo "e2e $suite (--device cuda): FAILED"; grep -E '^✖|Error' "$OUT/e2e_$suite.log" | head -5; status=1; }
   done
 fi

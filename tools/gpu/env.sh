@@ -21,5 +21,13 @@ random_model() {
   $M3 make-random-model --preset m3 --layers "$2" --config-only --out "$1" \
     --tokenizer-from tests/fixtures/minimax-m3 >/dev/null 2>&1
 }
-# up PORT: waits (up to 5 minutes) until the server on PORT answers /health.
-up() { for _ in $(seq 1 1500); do curl -sf "127.0.0.1:$1/health" >/dev/null && return 0; sleep 0.2; done; return 1; }
+# up PORT [PID]: waits (up to 5 minutes) until the server on PORT answers /health; gives up at once when the
+# server's process PID has ended (a startup error).
+up() {
+  for _ in $(seq 1 1500); do
+    curl -sf "127.0.0.1:$1/health" >/dev/null && return 0
+    [ -n "${2:-}" ] && ! kill -0 "$2" 2>/dev/null && return 1
+    sleep 0.2
+  done
+  return 1
+}

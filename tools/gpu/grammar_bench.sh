@@ -16,7 +16,7 @@ random_model $MODEL 3+5
 $M3 serve $MODEL --device cuda --load-format dummy --port 8141 --served-model-name minimax-m3 --max-model-len 4096 \
   --max-num-seqs 64 >"$OUT/grammar_serve.log" 2>&1 &
 server=$!
-up 8141
+up 8141 $server
 bench() {  # tag concurrency prompts [extra body]
   local body=${4:-'{}'}
   echo "== $1: concurrency $2, body $body"

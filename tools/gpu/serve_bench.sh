@@ -10,7 +10,7 @@ random_model $MODEL 3+5
 $M3 serve $MODEL --device cuda --load-format dummy --port 8123 --served-model-name minimax-m3 \
   --max-model-len 16384 --max-num-seqs 64 >"$OUT/serve.log" 2>&1 &
 server=$!
-up 8123
+up 8123 $server
 grep -E "memory plan|KV pool|generated" "$OUT/serve.log"
 quick=${SERVE_BENCH_QUICK:-0}
 run() {  # input output concurrency prompts [extra bench flags]
