@@ -221,7 +221,9 @@ void register_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_option(
       "--input", args->input,
       "JSONL requests ('-' = stdin): {\"prompt_token_ids\": [...], \"max_tokens\", \"temperature\", "
-      "\"top_p\", \"top_k\", \"min_p\", \"seed\", \"ignore_eos\", \"stop_token_ids\"}");
+      "\"top_p\", \"top_k\", \"min_p\", \"seed\", \"ignore_eos\", \"stop_token_ids\", \"images\": [image "
+      "files "
+      "for the prompt's expanded image placeholders]}");
   cmd->add_option("--output", args->output,
                   "JSONL results ('-' = stdout): {\"index\", \"output_token_ids\", "
                   "\"finish_reason\"} or {\"index\", \"error\"}");

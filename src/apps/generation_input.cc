@@ -4,9 +4,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "chat/api/chat_prompt.h"
 #include "common/error.h"
+#include "media/image_decode.h"
+#include "media/image_preprocess.h"
 
 namespace m3 {
 namespace {
@@ -115,6 +118,23 @@ GenerationRequest parse_generation_request(const json& j, const GenerationDefaul
       }
     else
       bad("stop", "must be a string or a list of strings");
+  }
+  // Images (files) for the prompt's image placeholders, in order: their features replace the placeholders'
+  // embeddings (engine/multimodal.h). The prompt carries the expanded placeholders, as the processor writes
+  // them.
+  if (j.contains("images") && !j["images"].is_null()) {
+    if (!j["images"].is_array()) bad("images", "must be a list of image file paths");
+    for (const json& f : j["images"]) {
+      if (!f.is_string()) bad("images", "must hold file paths");
+      std::ifstream in(f.get<std::string>(), std::ios::binary);
+      if (!in) fail(ErrorKind::kInvalidArgument, "images: cannot read '" + f.get<std::string>() + "'");
+      const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                                       std::istreambuf_iterator<char>());
+      MultimodalInput item;
+      item.patches = media::preprocess_image(media::decode_image(bytes));
+      item.hash = multimodal_hash(item.patches);
+      r.mm.push_back(std::move(item));
+    }
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,7 @@
 #include "config/model_config.h"
 #include "loader/safetensors_writer.h"
 #include "model/random_model.h"
+#include "model/vision_tower.h"
 #include "model/weight_layout.h"
 
 namespace m3 {
@@ -87,6 +89,25 @@ int run(const RandomModelArgs& a) {
                         }
                       });
   }
+  // The vision path (model/vision_tower.h): LayerNorms near identity, biases near zero, linears ~1/sqrt(in).
+  if (c.has_vision)
+    for (const VisionTensor& t : released_vision_tensors(c)) {
+      int64_t n = 1;
+      for (int64_t d : t.shape) n *= d;
+      if (shards.back().size() > 0 && shards.back().data_bytes() + uint64_t(n) * 2 > shard_bytes)
+        shards.emplace_back();
+      const bool norm = t.name.find("norm") != std::string::npos;
+      const bool bias = t.name.size() > 5 && t.name.compare(t.name.size() - 5, 5, ".bias") == 0;
+      const float offset = norm && !bias ? 1.0f : 0.0f;
+      const float scale = norm || bias ? 0.02f : 1.0f / std::sqrt(float(n / t.shape[0]));
+      const uint64_t key = a.seed * 0x9E3779B97F4A7C15ull + std::hash<std::string>{}(t.name);
+      shards.back().add(
+          t.name, DType::kBF16, t.shape, [key, scale, offset](uint8_t* dst, int64_t first, int64_t count) {
+            for (int64_t i = 0; i < count; ++i)
+              reinterpret_cast<uint16_t*>(dst)[i] =
+                  f32_to_bf16(offset + counter_gaussian(key + static_cast<uint64_t>(first + i)) * scale);
+          });
+    }
   nlohmann::json weight_map = nlohmann::json::object();
   uint64_t total = 0;
   for (size_t i = 0; i < shards.size(); ++i) {

@@ -39,7 +39,7 @@ std::shared_ptr<ServingContext> load_model(const ServeConfig& cfg, const ModelCo
   const SpecialTokenStrings special = load_special_token_strings(cfg.model_dir);
   auto ctx = std::make_shared<ServingContext>(
       ServingContext{nullptr, Tokenizer::load((dir / "tokenizer.json").string()),
-                     chat::ChatTemplate::from_file(tmpl), special.bos, special.eos});
+                     chat::ChatTemplate::from_file(tmpl), special.bos, special.eos, MediaModel{}});
 
   BackendOptions bo;
   bo.device = device;
@@ -73,7 +73,10 @@ std::shared_ptr<ServingContext> load_model(const ServeConfig& cfg, const ModelCo
   if (cfg.kv_offloading_bytes > 0 && bo.num_host_kv_pages == 0)
     fail(ErrorKind::kInvalidArgument,
          "--kv-offloading-size is smaller than one KV page (" + std::to_string(page_bytes) + " bytes)");
-  auto engine = std::make_unique<Engine>(load_backend(cfg.model_dir, bo), cfg.engine);
+  std::unique_ptr<ModelBackend> backend = load_backend(cfg.model_dir, bo);
+  ctx->media = MediaModel::of(backend->config(), backend->has_vision(), ctx->tokenizer);
+  if (ctx->media.enabled) log_info("image input: on (OpenAI image_url parts, Anthropic image blocks)");
+  auto engine = std::make_unique<Engine>(std::move(backend), cfg.engine);
   const int pages = engine->stats().kv_pages_total;
   log_info("KV cache: ", pages, " pages of ", page, " tokens (", int64_t{pages} * page,
            " tokens); max model length ", engine->max_model_len());

@@ -1,10 +1,12 @@
 // Flag table, YAML merge and cross-checks.
 #include "apps/serve_options.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include "apps/rank_launch.h"
 #include "common/error.h"
@@ -136,8 +138,45 @@ void add_serve_flags(CLI::App& cmd, ServeConfig& c) {
   cmd.add_option("--scripted-responses", c.scripted_responses,
                  "testing: emit scripted outputs instead of running the model")
       ->check(CLI::ExistingFile);
-  // Accepted for compatibility with the deployment guides; m3serve picks its own kernels and has no vision
-  // path yet.
+  // Image input (a model with a vision tower).
+  cmd.add_option("--allowed-local-media-path", s.media.policy.allowed_local_media_path,
+                 "Directory that file:// image URLs may read from (default: none; file:// refused)");
+  cmd.add_option_function<std::string>(
+      "--allowed-media-domains",
+      [&s](const std::string& v) {
+        for (size_t at = 0; at <= v.size();) {
+          const size_t comma = std::min(v.find(',', at), v.size());
+          if (comma > at) s.media.policy.allowed_media_domains.push_back(v.substr(at, comma - at));
+          at = comma + 1;
+        }
+      },
+      "Comma-separated hosts whose http(s) image URLs may be fetched (default: none)");
+  cmd.add_option_function<std::string>(
+      "--limit-mm-per-prompt",
+      [&s](const std::string& v) {
+        const nlohmann::json j = nlohmann::json::parse(v, nullptr, false);
+        if (!j.is_object())
+          fail(ErrorKind::kInvalidArgument, "--limit-mm-per-prompt: expected JSON such as '{\"image\": 4}'");
+        for (const auto& [k, n] : j.items()) {
+          if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() > 1024)
+            fail(ErrorKind::kInvalidArgument,
+                 "--limit-mm-per-prompt: '" + k + "' must be an integer in [0, 1024]");
+          if (k == "image")
+            s.media.max_images_per_prompt = n.get<int>();
+          else if (k == "video")
+            s.media.max_videos_per_prompt = n.get<int>();
+          else
+            fail(ErrorKind::kInvalidArgument, "--limit-mm-per-prompt: unknown modality '" + k + "'");
+        }
+      },
+      "Most images per prompt, as JSON: '{\"image\": 16}'");
+  cmd.add_option_function<double>(
+         "--mm-processor-cache-gb",
+         [&c](double gb) { c.engine.mm_cache_bytes = size_t(std::max(0.0, gb) * double(1ull << 30)); },
+         "Vision features kept for repeated images, GiB (default 4; 0: off)")
+      ->check(CLI::Range(0.0, 1024.0));
+  cmd.add_option("--max-image-bytes", s.media.decode.max_bytes, "Largest encoded image accepted (bytes)");
+  // Accepted for compatibility with the deployment guides; m3serve picks its own kernels.
   for (const char* name : {"--attention-backend", "--mm-encoder-attn-backend", "--mm-attention-backend",
                            "--mm-encoder-tp-mode", "--mm-processor-cache-type", "--moe-backend",
                            "--moe-runner-backend", "--backend", "--hf-overrides", "--generation-config"})

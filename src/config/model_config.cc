@@ -278,6 +278,50 @@ void parse_quantization(const Reader& top, ModelConfig& c) {
   c.weight_quant = WeightQuant::kMxfp8;
 }
 
+void parse_vision(const Reader& top, ModelConfig& c) {
+  if (!top.has("vision_config")) return;
+  const Reader v = top.child("vision_config");
+  VisionConfig& x = c.vision;
+  x.hidden_size = v.positive("hidden_size", x.hidden_size);
+  x.intermediate_size = v.positive("intermediate_size", x.intermediate_size);
+  x.num_layers = v.positive("num_hidden_layers", x.num_layers);
+  x.num_heads = v.positive("num_attention_heads", x.num_heads);
+  x.num_channels = v.positive("num_channels", x.num_channels);
+  x.patch_size = v.positive("patch_size", x.patch_size);
+  x.layer_norm_eps = static_cast<float>(v.number("layer_norm_eps", x.layer_norm_eps));
+  x.rope_theta = v.number("rope_theta", x.rope_theta);
+  if (v.has("rope_parameters") && v.at("rope_parameters").is_object())
+    x.rope_theta = v.child("rope_parameters").number("rope_theta", x.rope_theta);
+  x.segment_max_frames = v.positive("vision_segment_max_frames", x.segment_max_frames);
+  // The merge and temporal sizes: img_token_compression_config (released, at the top and in vision_config) or
+  // transformers' flat spelling.
+  for (const Reader* r : {&top, &v})
+    if (r->has("img_token_compression_config")) {
+      Reader m = r->child("img_token_compression_config");
+      x.spatial_merge_size = m.positive("spatial_merge_size", x.spatial_merge_size);
+      x.temporal_patch_size = m.positive("temporal_patch_size", x.temporal_patch_size);
+      const std::string method = m.string("image_token_compression_method", "patch_merge");
+      if (method != "patch_merge")
+        m.unsupported("image_token_compression_method",
+                      "'" + method + "' is not supported (only patch_merge)");
+    }
+  x.spatial_merge_size = v.positive("spatial_merge_size", x.spatial_merge_size);
+  x.temporal_patch_size = v.positive("temporal_patch_size", x.temporal_patch_size);
+  const std::string act = v.string("hidden_act", "gelu");
+  if (act != "gelu")
+    v.unsupported("hidden_act", "'" + act + "' is not supported (the vision tower uses gelu)");
+  if (x.hidden_size % x.num_heads != 0) v.bad("hidden_size", "must be a multiple of num_attention_heads");
+  if (x.rope_axis_dim() < 2) v.bad("hidden_size", "gives heads too narrow for the 3D RoPE");
+  x.projector_hidden_size = top.positive("projector_hidden_size", c.hidden_size);
+  const std::string pact = top.string("projector_hidden_act", "gelu");
+  if (pact != "gelu") top.unsupported("projector_hidden_act", "'" + pact + "' is not supported (only gelu)");
+  x.image_token_id =
+      static_cast<int>(top.integer("image_token_index", top.integer("image_token_id", 200025)));
+  x.video_token_id =
+      static_cast<int>(top.integer("video_token_index", top.integer("video_token_id", 200026)));
+  c.has_vision = true;
+}
+
 }  // namespace
 
 bool ModelConfig::any_sparse() const {
@@ -327,6 +371,7 @@ ModelConfig parse_model_config(const json& config, const std::string& source) {
   check_model_invariants(t, c);
   parse_special_ids(t, c);
   parse_quantization(top, c);
+  parse_vision(top, c);
   return c;
 }
 
@@ -377,10 +422,40 @@ nlohmann::json released_config_json(const ModelConfig& c) {
               {"sparse_score_type", "max"},
               {"sparse_init_block", c.msa.init_blocks},
               {"sparse_local_block", c.msa.local_blocks}}}};
-  return {{"architectures", {"MiniMaxM3SparseForConditionalGeneration"}},
-          {"model_type", "minimax_m3_vl"},
-          {"torch_dtype", "bfloat16"},
-          {"text_config", t}};
+  json top = {{"architectures", {"MiniMaxM3SparseForConditionalGeneration"}},
+              {"model_type", "minimax_m3_vl"},
+              {"torch_dtype", "bfloat16"},
+              {"text_config", t}};
+  if (c.has_vision) {
+    const VisionConfig& v = c.vision;
+    const json compression = {{"image_token_compression_method", "patch_merge"},
+                              {"spatial_merge_size", v.spatial_merge_size},
+                              {"temporal_patch_size", v.temporal_patch_size}};
+    top["image_token_index"] = v.image_token_id;
+    top["video_token_index"] = v.video_token_id;
+    top["projector_hidden_size"] = v.projector_hidden_size;
+    top["projector_hidden_act"] = "gelu";
+    top["multimodal_projector_bias"] = true;
+    top["vision_feature_layer"] = -1;
+    top["vision_feature_select_strategy"] = "full";
+    top["img_token_compression_config"] = compression;
+    top["vision_config"] = {{"model_type", "clip_vision_model"},
+                            {"hidden_size", v.hidden_size},
+                            {"intermediate_size", v.intermediate_size},
+                            {"num_hidden_layers", v.num_layers},
+                            {"num_attention_heads", v.num_heads},
+                            {"num_channels", v.num_channels},
+                            {"patch_size", v.patch_size},
+                            {"image_size", 2016},
+                            {"hidden_act", "gelu"},
+                            {"layer_norm_eps", v.layer_norm_eps},
+                            {"position_embedding_type", "rope"},
+                            {"rope_mode", "3d"},
+                            {"rope_theta", v.rope_theta},
+                            {"vision_segment_max_frames", v.segment_max_frames},
+                            {"img_token_compression_config", compression}};
+  }
+  return top;
 }
 
 ModelConfig load_model_config(const std::string& model_dir) {

@@ -24,6 +24,33 @@ struct MsaConfig {
 
 enum class WeightQuant { kNone, kMxfp8 };
 
+// The vision path (spec/model.md section 4): a CLIP-style ViT with 3D RoPE over (temporal patch, row,
+// column), the projector (vision width -> projector_hidden -> text width, GELU) and the patch merger (each 2
+// x 2 window of projected patches -> one text-width token). Present when config.json has a vision_config.
+struct VisionConfig {
+  int hidden_size = 1280;
+  int intermediate_size = 5120;
+  int num_layers = 32;
+  int num_heads = 16;
+  int num_channels = 3;
+  int patch_size = 14;
+  int temporal_patch_size = 2;
+  int spatial_merge_size = 2;
+  float layer_norm_eps = 1e-5f;
+  double rope_theta = 10000.0;
+  int segment_max_frames = 4;          // a video's temporal patches attend in segments of at most this many
+  int projector_hidden_size = 6144;    // the projector's and the merger's inner width
+  int image_token_id = 200025;         // ]<]image[>[
+  int video_token_id = 200026;         // ]<]video[>[
+  int vision_start_token_id = 200029;  // ]<]start of image[>[ (videos use it too)
+  int vision_end_token_id = 200030;    // ]<]end of image[>[
+
+  int head_dim() const { return hidden_size / num_heads; }
+  int patch_dim() const { return num_channels * temporal_patch_size * patch_size * patch_size; }  // 1176
+  // Rotated dims per axis (t, h, w): 2 * ((head_dim / 3) / 2) = 26 at head_dim 80, 78 rotated in all.
+  int rope_axis_dim() const { return 2 * ((2 * (head_dim() / 2) / 3) / 2); }
+};
+
 struct ModelConfig {
   std::string architecture;  // e.g. MiniMaxM3SparseForConditionalGeneration
   bool vl_wrapper = false;   // config.json nests the text model under text_config
@@ -63,6 +90,9 @@ struct ModelConfig {
 
   int bos_token_id = -1;
   std::vector<int> eos_token_ids;
+
+  bool has_vision = false;  // config.json has a vision_config (the weights may still lack the tower)
+  VisionConfig vision;
 
   int q_size() const { return num_heads * head_dim; }
   int kv_size() const { return num_kv_heads * head_dim; }

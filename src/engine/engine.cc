@@ -29,7 +29,8 @@ Engine::Engine(std::unique_ptr<ModelBackend> backend, EngineOptions options)
       opt_(options),
       sched_({options.max_num_seqs, options.max_num_batched_tokens, options.enable_prefix_caching,
               backend_->num_host_kv_pages()},
-             backend_->num_kv_pages(), backend_->page_size(), backend_->data_parallel_size()) {
+             backend_->num_kv_pages(), backend_->page_size(), backend_->data_parallel_size()),
+      encoder_cache_(options.mm_cache_bytes) {
   const int64_t pool_tokens = int64_t{backend_->num_kv_pages()} * backend_->page_size();
   max_model_len_ = opt_.max_model_len > 0 ? opt_.max_model_len : backend_->config().max_position_embeddings;
   if (max_model_len_ > backend_->config().max_position_embeddings)
@@ -108,9 +109,12 @@ int64_t Engine::add(Request r) {
     std::random_device entropy;
     seed = ((uint64_t{entropy()} << 32) | entropy()) ^ static_cast<uint64_t>(id);
   }
+  MultimodalPrompt mm(r.prompt, r.mm, *backend_, encoder_cache_);
+  r.mm.clear();  // the patches are spent: the features live in `mm` (and the encoder cache)
   // Token masks are computed on rank 0 only (ForwardBatch::token_masks), so a structured-output request is
   // attended there; the others go to the least loaded data-parallel rank.
-  sched_.add(id, r.prompt, r.cache_salt, r.cache_keep_seconds, r.grammar ? 0 : -1);
+  sched_.add(id, mm.empty() ? r.prompt : mm.cache_key(r.prompt), r.cache_salt, r.cache_keep_seconds,
+             r.grammar ? 0 : -1);
   PenaltyState penalties;
   if (r.sampling.repetition_penalty != 1.0f) {
     penalties.prompt_tokens = r.prompt;
@@ -119,7 +123,8 @@ int64_t Engine::add(Request r) {
                                   penalties.prompt_tokens.end());
   }
   const bool thinking = r.thinking_budget && r.thinking_budget->starts_inside;
-  Active a{std::move(r), seed, 0, std::move(penalties), thinking, 0, GrammarPhase::kNone, std::nullopt};
+  Active a{std::move(r), seed,         0, std::move(penalties), thinking, 0, GrammarPhase::kNone,
+           std::nullopt, std::move(mm)};
   if (const auto& g = a.req.grammar) {
     a.matcher.emplace(g->grammar->matcher());
     a.phase = g->starts_in_reasoning                     ? GrammarPhase::kReasoning
@@ -272,6 +277,8 @@ std::vector<TokenEvent> Engine::step() {
     chunk.dp_rank = c.dp_rank;
     batch.token_ids.insert(batch.token_ids.end(), s.tokens.begin() + c.start_pos,
                            s.tokens.begin() + c.start_pos + c.num_tokens);
+    if (const MultimodalPrompt& mm = active_.at(c.seq_id).mm; !mm.empty())
+      mm.add_embeds(c.start_pos, c.num_tokens, chunk.token_offset, batch);
     batch.seqs.push_back(chunk);
     if (c.samples) sampled_ids.push_back(c.seq_id);
   }

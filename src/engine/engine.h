@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/multimodal.h"
 #include "engine/sampler.h"
 #include "grammar/token_mask.h"
 #include "model/backend.h"
@@ -26,6 +27,8 @@ struct EngineOptions {
   int max_num_batched_tokens = 8192;
   int64_t max_model_len = 0;          // 0: the model's max_position_embeddings, capped by the KV pool
   bool enable_prefix_caching = true;  // reuse the KV pages of known prefixes (sched/scheduler.h)
+  size_t mm_cache_bytes =
+      size_t(4) << 30;  // vision features kept for repeated images (--mm-processor-cache-gb)
 };
 
 // A cap on reasoning (Anthropic thinking.budget_tokens, vLLM thinking_token_budget): once a reasoning span
@@ -58,6 +61,8 @@ struct Request {
   uint64_t cache_salt = 0;  // prefix-cache namespace: requests share cached pages only with the same salt
   double cache_keep_seconds = 0;  // keep the prompt's cached pages this long (Anthropic cache_control ttl)
   std::optional<GrammarConstraint> grammar;
+  // Images and videos, in the order of their placeholder tokens in `prompt` (engine/multimodal.h).
+  std::vector<MultimodalInput> mm;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort };
@@ -129,6 +134,7 @@ class Engine {
     int thinking_tokens = 0;  // tokens of the current span
     GrammarPhase phase = GrammarPhase::kNone;
     std::optional<grammar::Matcher> matcher;  // the output so far under req.grammar
+    MultimodalPrompt mm;                      // its images' and videos' features on the prompt
   };
   // Bias, penalties and min_tokens bans for the request's next token.
   std::vector<LogitAdjustment> adjustments(const Active& a) const;
@@ -150,6 +156,7 @@ class Engine {
   EngineStats counters_;
   grammar::MaskWorkers mask_workers_;  // the structured-output masks, beside the forward pass
   std::vector<uint32_t> masks_;        // this step's mask rows (token_mask_words(vocab) words each)
+  EncoderCache encoder_cache_;         // vision features by content hash
 };
 
 }  // namespace m3

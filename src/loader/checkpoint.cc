@@ -59,7 +59,30 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+// The vision tower, projector and patch merger under "vision.": the released names
+// (vision_tower.vision_model.*, multi_modal_projector.*, patch_merge_mlp.*) and those transformers'
+// save_pretrained writes (a "model." prefix, the encoder MLP as block_sparse_moe.*, the merger as
+// multi_modal_projector.merge_linear_*).
+static std::string canonical_vision_name(std::string n) {
+  if (starts_with(n, "model.")) n = n.substr(6);
+  auto replace = [&](const std::string& from, const std::string& to) {
+    const size_t at = n.find(from);
+    if (at != std::string::npos) n = n.substr(0, at) + to + n.substr(at + from.size());
+  };
+  if (starts_with(n, "vision_tower.vision_model.")) {
+    n = "vision.tower." + n.substr(26);
+    replace(".block_sparse_moe.fc", ".mlp.fc");
+    replace("embeddings.proj.", "embeddings.patch_embedding.");
+    return n;
+  }
+  if (starts_with(n, "multi_modal_projector.merge_linear_")) return "vision.merge.linear_" + n.substr(35);
+  if (starts_with(n, "multi_modal_projector.")) return "vision.projector." + n.substr(22);
+  if (starts_with(n, "patch_merge_mlp.")) return "vision.merge." + n.substr(16);
+  return "";
+}
+
 std::string Checkpoint::canonical_name(const std::string& n) {
+  if (std::string v = canonical_vision_name(n); !v.empty()) return v;
   std::string c;
   if (starts_with(n, "language_model.model."))
     c = "model." + n.substr(21);
@@ -70,10 +93,9 @@ std::string Checkpoint::canonical_name(const std::string& n) {
   else if (starts_with(n, "model.") || starts_with(n, "lm_head."))
     c = n;
   else
-    return "";  // vision_tower.*, multi_modal_projector.*, patch_merge_mlp.*, ...
+    return "";  // anything else outside the text model
   if (starts_with(c, "model.mtp.") || starts_with(c, "mtp."))
     return "";  // MTP heads are not part of the main model
-  if (starts_with(c, "model.vision_tower.") || starts_with(c, "model.multi_modal_projector.")) return "";
   return c;
 }
 

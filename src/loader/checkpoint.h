@@ -34,7 +34,7 @@ class Checkpoint {
   const std::string& dir() const { return dir_; }
   bool has(const std::string& name) const;
   const TensorRef& at(const std::string& name) const;  // throws kNotFound naming the tensor
-  std::vector<std::string> names() const;              // canonical text-model tensor names, sorted
+  std::vector<std::string> names() const;              // canonical tensor names, sorted
   size_t num_ignored() const { return ignored_.size(); }
   size_t num_files() const { return files_.size(); }
 
@@ -44,7 +44,9 @@ class Checkpoint {
   std::vector<float> read_f32(const std::string& name, const std::vector<int64_t>& shape,
                               int quant_block = 32, const TensorCut& cut = {}) const;
 
-  // Canonical name of a stored tensor name, or "" for tensors the text model does not use.
+  // Canonical name of a stored tensor name ("model.*" / "lm_head.*" for the text model, "vision.tower.*",
+  // "vision.projector.*" and "vision.merge.*" for the vision path), or "" for tensors no model part uses
+  // (MTP).
   static std::string canonical_name(const std::string& stored);
 
  private:

@@ -11,9 +11,11 @@
 #include "model/cpu_model.h"
 #include "model/ranked_backend.h"
 #include "model/scripted_backend.h"
+#include "model/vision_tower.h"
 #ifdef M3_HAVE_CUDA
 #include "kernels/device_info.h"
 #include "model/cuda_model.h"
+#include "model/cuda_vision.h"
 #endif
 
 namespace m3 {
@@ -67,9 +69,35 @@ std::string resolve_device(const std::string& requested) {
   return "cpu";
 }
 
+std::vector<float> ModelBackend::encode_vision(const media::VisionPatches& patches) const {
+  if (!vision_)
+    fail(ErrorKind::kUnsupported, "this model has no vision tower: image and video inputs are not supported");
+  return vision_->encode(patches);
+}
+
 std::unique_ptr<ModelBackend> load_backend(const std::string& model_dir, const BackendOptions& options) {
-  if (options.comm && options.comm->size() > 1) return load_on_ranks(model_dir, options);
-  return load_shard(model_dir, options);
+  std::unique_ptr<ModelBackend> b = options.comm && options.comm->size() > 1
+                                        ? load_on_ranks(model_dir, options)
+                                        : load_shard(model_dir, options);
+  // The vision tower, on the engine's rank (rank 0, its first GPU with --device cuda): the other ranks get
+  // its features in the forward batches.
+  if (b->config().has_vision && options.load_format != "dummy" && options.device != "scripted") {
+    Checkpoint ckpt(model_dir);
+    if (ckpt.has("vision.tower.embeddings.patch_embedding.weight")) {
+      const VisionConfig& v = b->config().vision;
+#ifdef M3_HAVE_CUDA
+      if (options.device == "cuda") {
+        b->set_vision(std::make_shared<CudaVisionTower>(
+            ckpt, b->config(), dist::rank_env().local_rank % int(cuda::list_devices().size())));
+        log_info("vision tower: ", v.num_layers, " layers of width ", v.hidden_size, " (cuda)");
+        return b;
+      }
+#endif
+      b->set_vision(std::make_shared<VisionTower>(ckpt, b->config()));
+      log_info("vision tower: ", v.num_layers, " layers of width ", v.hidden_size, " (cpu)");
+    }
+  }
+  return b;
 }
 
 void validate_precision(const std::string& quantization, const std::string& kv_cache_dtype,

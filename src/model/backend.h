@@ -6,9 +6,12 @@
 
 #include "config/model_config.h"
 #include "dist/communicator.h"
+#include "media/image_preprocess.h"
 #include "model/forward_batch.h"
 
 namespace m3 {
+
+class VisionEncoder;
 
 // Host or device bytes a backend holds for the model (its shard, with several ranks).
 struct MemoryUse {
@@ -37,6 +40,17 @@ class ModelBackend {
   // Tokens routed to each routed expert so far, summed over the MoE layers (the load that expert placement
   // balances); empty when the backend does not count.
   virtual std::vector<int64_t> expert_token_counts() const { return {}; }
+
+  // The vision path (model/vision_tower.h), when the checkpoint has one: the features of an image's or
+  // video's placeholder tokens, [tokens][hidden_size], which the engine hands back in
+  // ForwardBatch::embed_values. Only the backend the engine drives holds it (rank 0's); the other ranks
+  // receive the features in the batch.
+  bool has_vision() const { return vision_ != nullptr; }
+  std::vector<float> encode_vision(const media::VisionPatches& patches) const;  // kUnsupported without one
+  void set_vision(std::shared_ptr<const VisionEncoder> tower) { vision_ = std::move(tower); }
+
+ private:
+  std::shared_ptr<const VisionEncoder> vision_;
 };
 
 struct BackendOptions {

@@ -112,6 +112,9 @@ ForwardOutput CpuModel::forward_local(const ForwardBatch& batch, const ForwardOp
 
   std::vector<float> h(T * H), normed(T * H), delta(T * H);
   embed(batch.token_ids, h.data());
+  for_each_embed_run(batch, int(H), [&](int32_t row, int32_t rows, const float* v) {
+    std::copy_n(v, size_t(rows) * H, h.data() + size_t(row) * H);
+  });
 
   ForwardOutput out;
   auto trace = [&] {

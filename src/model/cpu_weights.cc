@@ -125,7 +125,7 @@ CpuWeights load_cpu_weights(const ModelConfig& c, const Checkpoint& ckpt, const 
     if (layer.router_bias.empty() && !layer.router.empty()) layer.router_bias.assign(c.num_experts, 0.0f);
   log_info(
       "loaded ", specs.size(), " tensors from ", ckpt.num_files(), " file(s) in ", ckpt.dir(),
-      ckpt.num_ignored() ? " (" + std::to_string(ckpt.num_ignored()) + " vision/MTP tensors skipped)" : "");
+      ckpt.num_ignored() ? " (" + std::to_string(ckpt.num_ignored()) + " MTP tensors skipped)" : "");
   return w;
 }
 

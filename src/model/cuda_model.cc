@@ -30,12 +30,13 @@ struct StepArgs {
   cuda::TokenMeta meta{};
   const int32_t* ids = nullptr;  // [T]
   const int32_t* logit_rows = nullptr;
-  int R = 0;                        // logits rows
-  int score_stride = 0;             // MSA block-score row length (>= blocks visible to any token)
-  int64_t max_kv_len = 0;           // bound on any token's key range (graph-safe attention planning)
-  cuda::AttentionTiles tiles;       // device copy of the attention plan
-  int max_tokens_per_seq = 0;       // 1: every sequence brings one token (the MSA scorer's decode path)
-  std::vector<int32_t> trace_rows;  // host copy of logit_rows (traces only)
+  int R = 0;                            // logits rows
+  int score_stride = 0;                 // MSA block-score row length (>= blocks visible to any token)
+  int64_t max_kv_len = 0;               // bound on any token's key range (graph-safe attention planning)
+  cuda::AttentionTiles tiles;           // device copy of the attention plan
+  int max_tokens_per_seq = 0;           // 1: every sequence brings one token (the MSA scorer's decode path)
+  std::vector<int32_t> trace_rows;      // host copy of logit_rows (traces only)
+  const ForwardBatch* batch = nullptr;  // for its embed rows (image / video features); eager steps only
 };
 
 }  // namespace
@@ -102,6 +103,12 @@ void enqueue_step(CudaModel::Impl& m, const ModelConfig& c, const StepArgs& a, c
   float* delta = m.buf<float>("delta", size_t(T) * H);
   cuda::embed_rows(m.embed, a.ids, T, H, int(m.shard.vocab.begin), int(m.shard.vocab.end), h, s);
   m.reduce(h, size_t(T) * H);
+  if (a.batch)
+    for_each_embed_run(
+        *a.batch, H, [&](int32_t row, int32_t rows, const float* v) {  // image / video features
+          M3_CUDA_CHECK(
+              cudaMemcpyAsync(h + size_t(row) * H, v, size_t(rows) * H * 4, cudaMemcpyHostToDevice, s));
+        });
 
   auto trace = [&] {
     if (!options.trace_hidden) return;
@@ -404,11 +411,14 @@ ForwardOutput CudaModel::run(const ForwardBatch& batch, const ForwardOptions& op
       fail(ErrorKind::kInvalidArgument, "token id " + std::to_string(id) + " out of range");
   const bool tracing = options.trace_hidden || options.trace_msa || options.trace_moe;
   // Data-parallel attention runs eagerly: its MoE exchanges depend on every rank's token count.
-  decode = decode && T == S && !tracing && m.opt.cuda_graphs && m.shard.dp_size == 1 &&
-           T <= std::min(m.opt.max_num_seqs, kGemvMaxTokens) &&
-           batch.page_copies.empty();  // a step with host tier copies runs eagerly (it waits on their events)
+  decode =
+      decode && T == S && !tracing && m.opt.cuda_graphs && m.shard.dp_size == 1 &&
+      T <= std::min(m.opt.max_num_seqs, kGemvMaxTokens) &&
+      batch.page_copies.empty() &&  // a step with host tier copies runs eagerly (it waits on their events)
+      batch.embed_rows.empty();
 
   StepArgs a;
+  a.batch = &batch;
   std::vector<int32_t> ids(batch.token_ids);
   int width = max_blocks;
   int rows_T = T;

@@ -77,6 +77,8 @@ std::string encode_forward_call(const ForwardBatch& b, const ForwardOptions& o) 
   }
   w.put_array(std::span<const SamplingRow>(b.sampling));
   w.put_array(std::span<const LogitAdjustment>(b.sampling_adjustments));
+  w.put_array(std::span<const int32_t>(b.embed_rows));
+  w.put_array(std::span<const float>(b.embed_values));
   return std::move(w.out);
 }
 
@@ -99,6 +101,8 @@ ForwardCall decode_forward_call(const std::string& bytes) {
   }
   c.batch.sampling = r.get_array<SamplingRow>();
   c.batch.sampling_adjustments = r.get_array<LogitAdjustment>();
+  c.batch.embed_rows = r.get_array<int32_t>();
+  c.batch.embed_values = r.get_array<float>();
   if (!r.done()) fail(ErrorKind::kInternal, "forward call: trailing bytes");
   return c;
 }
@@ -146,7 +150,33 @@ ForwardBatch dp_local_batch(const ForwardBatch& b, const DpSplit& s, int r) {
     local.sampling_adjustments = b.sampling_adjustments;
   }
   if (r == 0) local.token_masks = b.token_masks;
+  if (!b.embed_rows.empty()) {
+    const size_t width = b.embed_values.size() / b.embed_rows.size();
+    for (size_t i = 0; i < b.embed_rows.size(); ++i) {
+      const int32_t row = b.embed_rows[i];
+      if (row < s.token_begin[r] || row >= s.token_begin[r + 1]) continue;
+      local.embed_rows.push_back(row - s.token_begin[r]);
+      local.embed_values.insert(local.embed_values.end(), b.embed_values.begin() + i * width,
+                                b.embed_values.begin() + (i + 1) * width);
+    }
+  }
   return local;
+}
+
+void for_each_embed_run(const ForwardBatch& b, int hidden,
+                        const std::function<void(int32_t, int32_t, const float*)>& f) {
+  const size_t n = b.embed_rows.size();
+  if (b.embed_values.size() != n * size_t(hidden))
+    fail(ErrorKind::kInternal, "forward batch: embed_values is not embed_rows x hidden");
+  for (size_t i = 0; i < n;) {
+    size_t j = i + 1;
+    while (j < n && b.embed_rows[j] == b.embed_rows[j - 1] + 1) ++j;
+    if (b.embed_rows[i] < 0 || b.embed_rows[j - 1] >= int32_t(b.token_ids.size()) ||
+        (i > 0 && b.embed_rows[i] <= b.embed_rows[i - 1]))
+      fail(ErrorKind::kInternal, "forward batch: embed_rows out of range or not ascending");
+    f(b.embed_rows[i], int32_t(j - i), b.embed_values.data() + i * size_t(hidden));
+    i = j;
+  }
 }
 
 }  // namespace m3

@@ -36,6 +36,11 @@ struct ForwardBatch {
   std::vector<KvPageCopy> page_copies;
   std::vector<int32_t> token_ids;
   std::vector<SeqChunk> seqs;
+  // Tokens whose input embedding is given instead of looked up (image / video placeholders: the vision
+  // tower's features): embed_rows[i] indexes token_ids (ascending), its hidden_size values are embed_values[i
+  // * hidden, (i + 1) * hidden). They replace the embedding after the vocabulary lookup.
+  std::vector<int32_t> embed_rows;
+  std::vector<float> embed_values;
   // Optional, only for backends that sample on their device (ModelBackend::samples_on_device): one row per
   // logits row, in batch order, each with its entries [adj_begin, adj_end) of sampling_adjustments. The
   // backend then returns ForwardOutput::sampled (the rule of engine/sampler.h) and need not return logits.
@@ -47,6 +52,12 @@ struct ForwardBatch {
   // ranks: theirs sample unmasked, and only rank 0's ids are used.
   std::function<const std::vector<uint32_t>&()> token_masks;
 };
+
+// Calls f(first_row, rows, values) for each run of consecutive embed_rows (one per image in a prefill chunk,
+// usually), values pointing at the run's first row of embed_values. kInternal when the rows are not ascending
+// or the values are not rows x hidden.
+void for_each_embed_run(const ForwardBatch& batch, int hidden,
+                        const std::function<void(int32_t first_row, int32_t rows, const float* values)>& f);
 
 // Blocks one token attends in one MSA layer: [kv group] -> ascending block ids.
 using BlockSelection = std::vector<std::vector<int32_t>>;

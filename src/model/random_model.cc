@@ -48,6 +48,12 @@ ModelConfig random_model_config(const std::string& preset, const std::string& la
   c.rope_theta = 5e6;
   c.routed_scaling_factor = 2.0f;
   c.msa.num_index_heads = c.num_kv_heads;
+  c.has_vision = true;  // the released vision_config; tiny: a tower small enough for CI
+  c.vision.projector_hidden_size = c.hidden_size;
+  if (preset == "tiny") {
+    c.vision.hidden_size = 32, c.vision.intermediate_size = 64, c.vision.num_layers = 2,
+    c.vision.num_heads = 2;
+  }
   return c;
 }
 

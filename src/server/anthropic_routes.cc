@@ -8,6 +8,7 @@
 #include "chat/api/anthropic_request.h"
 #include "chat/api/chat_prompt.h"
 #include "server/json_body.h"
+#include "server/media_input.h"
 #include "server/openai_params.h"
 #include "server/sse.h"
 #include "server/structured_output_params.h"
@@ -61,9 +62,12 @@ void messages(ApiServer& server, const http::Request& req, Reply& res) {
   const AnthropicChat conv = convert_anthropic_request(body);
   if (conv.thinking_budget && *max_tokens <= *conv.thinking_budget)
     reject("`max_tokens` must be greater than `thinking.budget_tokens`", "max_tokens");
-  ChatPrompt prompt = render_chat_prompt(ctx.prompt_model(), conv.messages, conv.tools, true, conv.kwargs);
+  const bool media = has_media_parts(conv.messages);
+  ChatPrompt prompt = render_chat_prompt(ctx.prompt_model(), conv.messages, conv.tools, true, conv.kwargs,
+                                         /*allow_media=*/media);
 
   GenerationSpec spec;
+  if (media) spec.request.mm = attach_media(conv.messages, prompt.ids, ctx.media, server.options().media);
   spec.request.prompt = prompt.ids;
   const int64_t max_len = ctx.engine->max_model_len();
   // Anthropic's wording: agents (Claude Code) parse it to retry with a smaller max_tokens.
@@ -254,8 +258,10 @@ void count_tokens(ApiServer& server, const http::Request& req, Reply& res) {
   const ordered_json body = parse_json_object(req.body);
   server.check_model(opt_string(body, "model"));
   const AnthropicChat conv = convert_anthropic_request(body);
-  ChatPrompt prompt =
-      render_chat_prompt(server.context().prompt_model(), conv.messages, conv.tools, true, conv.kwargs);
+  const bool media = has_media_parts(conv.messages);
+  ChatPrompt prompt = render_chat_prompt(server.context().prompt_model(), conv.messages, conv.tools, true,
+                                         conv.kwargs, /*allow_media=*/media);
+  if (media) attach_media(conv.messages, prompt.ids, server.context().media, server.options().media);
   res.set_content(json({{"input_tokens", prompt.ids.size()}}).dump(), "application/json");
 }
 

@@ -25,6 +25,7 @@
 #include "http/message.h"
 #include "http/server.h"
 #include "server/api_error.h"
+#include "server/media_input.h"
 #include "server/metrics.h"
 #include "server/worker_pool.h"
 #include "tokenizer/tokenizer.h"
@@ -47,6 +48,7 @@ struct ServerOptions {
   bool tool_parser = false;       // --tool-call-parser minimax_m3
   bool auto_tool_choice = false;  // --enable-auto-tool-choice
   double shutdown_timeout_s = 30;
+  MediaOptions media;               // image inputs: where they may come from, limits
   SamplingParams default_sampling;  // from generation_config.json
   std::optional<int>
       default_max_tokens;  // generation_config.json max_new_tokens; else the rest of the context
@@ -58,6 +60,7 @@ struct ServingContext {
   Tokenizer tokenizer;
   chat::ChatTemplate chat_template;
   std::string bos_token, eos_token;  // strings the template sees
+  MediaModel media;                  // the model's image placeholders and processor (disabled: text only)
 
   PromptModel prompt_model() const { return {tokenizer, chat_template, bos_token, eos_token}; }
   // Compiled structured-output grammars over this tokenizer's vocabulary, made on first use.

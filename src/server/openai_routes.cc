@@ -5,6 +5,7 @@
 
 #include "chat/api/chat_prompt.h"
 #include "server/json_body.h"
+#include "server/media_input.h"
 #include "server/openai_params.h"
 #include "server/sse.h"
 #include "server/structured_output_params.h"
@@ -155,9 +156,13 @@ void chat_completions(ApiServer& server, const http::Request& req, Reply& res) {
       spec.request.prompt.push_back(t.get<int32_t>());
     }
   } else {
-    ChatPrompt prompt =
-        render_chat_prompt(ctx.prompt_model(), body["messages"], tools, add_generation_prompt, kwargs);
+    const bool media = has_media_parts(body["messages"]);
+    ChatPrompt prompt = render_chat_prompt(ctx.prompt_model(), body["messages"], tools, add_generation_prompt,
+                                           kwargs, /*allow_media=*/media);
     spec.request.prompt = std::move(prompt.ids);
+    if (media)
+      spec.request.mm =
+          attach_media(body["messages"], spec.request.prompt, ctx.media, server.options().media);
     if (server.options().reasoning_parser) spec.text.reasoning = prompt.thinking;
     if (parse_tools) spec.text.tools = json::parse(prompt.tools.dump());
     if (budget)

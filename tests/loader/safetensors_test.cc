@@ -83,10 +83,12 @@ TEST(Checkpoint, SingleFileReadsAndCanonicalNames) {
   RawTensor vl = kB;
   vl.name = "language_model.lm_head.weight";
   RawTensor vision{"vision_tower.vision_model.x", "F32", {1}, as_bytes(std::vector<float>{0})};
-  write_file((d / "model.safetensors").string(), safetensors_bytes({kA, vl, vision}));
+  RawTensor mtp{"language_model.model.mtp.layers.0.x", "F32", {1}, as_bytes(std::vector<float>{0})};
+  write_file((d / "model.safetensors").string(), safetensors_bytes({kA, vl, vision, mtp}));
   Checkpoint c(d.string());
   EXPECT_TRUE(c.has("lm_head.weight"));
-  EXPECT_EQ(c.num_ignored(), 1u);
+  EXPECT_TRUE(c.has("vision.tower.x"));
+  EXPECT_EQ(c.num_ignored(), 1u);  // the MTP head
   EXPECT_EQ(c.read_f32("lm_head.weight", {1, 2}), (std::vector<float>{1.0f, -3.0f}));
   EXPECT_EQ(c.read_f32("model.norm.weight", {2}), (std::vector<float>{1.5f, -2.0f}));
   try {
@@ -97,6 +99,19 @@ TEST(Checkpoint, SingleFileReadsAndCanonicalNames) {
   }
   EXPECT_EQ(Checkpoint::canonical_name("language_model.model.layers.3.mlp.w"), "model.layers.3.mlp.w");
   EXPECT_EQ(Checkpoint::canonical_name("language_model.model.mtp.layers.0.x"), "");
+  // The vision path, in the release's names and in those transformers' save_pretrained writes.
+  EXPECT_EQ(Checkpoint::canonical_name("vision_tower.vision_model.encoder.layers.2.mlp.fc1.weight"),
+            "vision.tower.encoder.layers.2.mlp.fc1.weight");
+  EXPECT_EQ(Checkpoint::canonical_name(
+                "model.vision_tower.vision_model.encoder.layers.2.block_sparse_moe.fc1.bias"),
+            "vision.tower.encoder.layers.2.mlp.fc1.bias");
+  EXPECT_EQ(Checkpoint::canonical_name("vision_tower.vision_model.embeddings.proj.weight"),
+            "vision.tower.embeddings.patch_embedding.weight");
+  EXPECT_EQ(Checkpoint::canonical_name("multi_modal_projector.linear_2.bias"),
+            "vision.projector.linear_2.bias");
+  EXPECT_EQ(Checkpoint::canonical_name("patch_merge_mlp.linear_1.weight"), "vision.merge.linear_1.weight");
+  EXPECT_EQ(Checkpoint::canonical_name("model.multi_modal_projector.merge_linear_1.weight"),
+            "vision.merge.linear_1.weight");
 }
 
 TEST(Checkpoint, ShardedIndexAndItsErrors) {

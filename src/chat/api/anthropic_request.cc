@@ -64,11 +64,38 @@ void fold_system(ordered_json& messages, size_t first_turn, const std::string& t
 void push_turn(ordered_json& messages, ordered_json msg, std::string& pending) {
   const std::string role = msg["role"].get<std::string>();
   if (!pending.empty() && (role == "user" || role == "tool")) {
-    const std::string content = msg["content"].get<std::string>();
-    msg["content"] = pending + (content.empty() ? "" : "\n\n" + content);
+    if (msg["content"].is_array()) {  // text and images: the pending text goes first, as its own part
+      msg["content"].insert(msg["content"].begin(), {{"type", "text"}, {"text", pending + "\n\n"}});
+    } else {
+      const std::string content = msg["content"].get<std::string>();
+      msg["content"] = pending + (content.empty() ? "" : "\n\n" + content);
+    }
     pending.clear();
   }
   messages.push_back(std::move(msg));
+}
+
+// An Anthropic image block as an OpenAI image_url part: base64 sources as a data: URL, url sources as they
+// are.
+ordered_json image_part(const ordered_json& b, const std::string& where) {
+  if (!b.contains("source") || !b["source"].is_object())
+    fail_field(where + ": an image needs a source", "messages");
+  const ordered_json& src = b["source"];
+  const std::string type = src.value("type", "");
+  std::string url;
+  if (type == "base64") {
+    if (!src.contains("data") || !src["data"].is_string() || !src.contains("media_type") ||
+        !src["media_type"].is_string())
+      fail_field(where + ".source: a base64 image needs media_type and data", "messages");
+    url = "data:" + src["media_type"].get<std::string>() + ";base64," + src["data"].get<std::string>();
+  } else if (type == "url") {
+    if (!src.contains("url") || !src["url"].is_string())
+      fail_field(where + ".source needs a url", "messages");
+    url = src["url"].get<std::string>();
+  } else {
+    fail_field(where + ".source.type must be base64 or url", "messages");
+  }
+  return {{"type", "image_url"}, {"image_url", {{"url", url}}}};
 }
 
 void convert_messages(const ordered_json& body, AnthropicChat& c) {
@@ -98,6 +125,7 @@ void convert_messages(const ordered_json& body, AnthropicChat& c) {
     ordered_json msg = {{"role", role}};
     std::string text, thinking;
     ordered_json calls = ordered_json::array();
+    ordered_json parts = ordered_json::array();  // text and image parts, once the message has an image
     for (size_t k = 0; k < content.size(); ++k) {
       const auto& b = content[k];
       const std::string bw = where + ".content[" + std::to_string(k) + "]";
@@ -121,15 +149,24 @@ void convert_messages(const ordered_json& body, AnthropicChat& c) {
         push_turn(c.messages,
                   {{"role", "tool"}, {"tool_call_id", b.value("tool_use_id", "")}, {"content", result}},
                   pending);
+      } else if (type == "image" && role == "user") {
+        if (!text.empty()) parts.push_back({{"type", "text"}, {"text", text}});
+        text.clear();
+        parts.push_back(image_part(b, bw));
       } else if (type == "image" || type == "document") {
-        fail_field(bw + ": " + type + " input is not supported by this server (text only)", "messages");
+        fail_field(bw + ": " + type + " input is not supported here (images go in user messages)",
+                   "messages");
       } else {
         fail_field(bw + ": content block type '" + type + "' is not supported in a " + role + " message",
                    "messages");
       }
     }
-    if (role == "user" && text.empty()) continue;  // only tool results
-    msg["content"] = text;
+    if (!parts.empty() && !text.empty()) parts.push_back({{"type", "text"}, {"text", text}});
+    if (role == "user" && text.empty() && parts.empty()) continue;  // only tool results
+    if (parts.empty())
+      msg["content"] = text;
+    else
+      msg["content"] = std::move(parts);
     if (!thinking.empty()) msg["reasoning_content"] = thinking;
     if (!calls.empty()) msg["tool_calls"] = calls;
     push_turn(c.messages, std::move(msg), pending);

@@ -225,11 +225,11 @@ describe('request fields (rows 13-21)', () => {
                          400, 'invalid_request_error');
   });
 
-  it('18: image content is a 400 on a text-only server', async () => {
+  it('18: a truncated image is a 400 naming the part', async () => {
     const img = { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } };
     const r = await chat({ messages: [{ role: 'user', content: [{ type: 'text', text: 'what is this' }, img] }] });
     expectOpenAIError(assert, r, 400, 'messages');
-    assert.match(r.json.error.message, /image/);
+    assert.match(r.json.error.message, /messages\[0\]\.content\[1\].*PNG/);
     const a = await messages({ messages: [{ role: 'user', content: [
       { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } }] }] });
     expectAnthropicError(assert, a, 400, 'invalid_request_error');
