@@ -37,6 +37,14 @@ Engine::Engine(std::unique_ptr<ModelBackend> backend, EngineOptions options)
     fail(ErrorKind::kInvalidArgument, "--max-model-len " + std::to_string(max_model_len_) +
                                           " exceeds the model's max_position_embeddings (" +
                                           std::to_string(backend_->config().max_position_embeddings) + ")");
+  // An explicit --max-model-len the KV pool cannot hold is a startup error (as in vLLM), not a silent cap.
+  if (opt_.max_model_len > pool_tokens)
+    fail(ErrorKind::kInvalidArgument,
+         "--max-model-len " + std::to_string(opt_.max_model_len) + " is more than the KV cache holds (" +
+             std::to_string(pool_tokens) + " tokens in " + std::to_string(backend_->num_kv_pages()) +
+             " pages" + (backend_->data_parallel_size() > 1 ? " per data-parallel rank" : "") +
+             "): lower --max-model-len, or give the cache more memory (--gpu-memory-utilization, --kv-cache-dtype "
+             "fp8, a smaller --max-num-batched-tokens, more GPUs)");
   max_model_len_ = std::min(max_model_len_, pool_tokens);
 }
 

@@ -25,6 +25,22 @@ std::map<int64_t, std::vector<int32_t>> run_all(Engine& e) {
   return out;
 }
 
+TEST(Engine, AnExplicitMaxModelLenTheKvPoolCannotHoldIsAStartupError) {
+  EngineOptions o;
+  o.max_model_len = 65;  // 8 pages of 8 tokens hold 64
+  try {
+    Engine e(load_fixture("m3-tiny-msa", 8), o);
+    FAIL() << "expected an error";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(std::string(err.what()).find("--max-model-len 65 is more than the KV cache holds (64 tokens"),
+              std::string::npos)
+        << err.what();
+  }
+  o.max_model_len = 64;
+  EXPECT_EQ(Engine(load_fixture("m3-tiny-msa", 8), o).max_model_len(), 64);
+}
+
 TEST(Engine, RejectsBadRequestsWithNamedErrors) {
   Engine e(load_fixture("m3-tiny-msa", 8), {});  // 8 pages of 8 tokens: max_model_len 64
   EXPECT_EQ(e.max_model_len(), 64);

@@ -8,7 +8,8 @@
 # the layouts LONG_LAYOUTS names, default all). LAYERS=3+25 (say) serves
 # a shorter model where the full one does not fit the GPUs. EP=1: the experts split by expert
 # (--enable-expert-parallel) in (1) and (3); DEP=1: data-parallel attention with the experts split
-# (--data-parallel-size N --enable-expert-parallel). LAYOUTS="tp ep dep" runs (3) in each of them.
+# (--data-parallel-size N --enable-expert-parallel). LAYOUTS="tp ep dep" runs (3) in each of them; SERVE_ARGS adds
+# serve flags (e.g. --max-num-batched-tokens 2048).
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0; the device notes say why). Results to $OUT.
 source "$(dirname "$0")/env.sh"
 N=$(nvidia-smi -L | wc -l)
@@ -18,8 +19,10 @@ if [ "${SKIP_TP_CHECK:-0}" != 1 ]; then
   echo "== (1) correctness at TP $N"
   TP=$N timeout 240 bash tools/gpu/check.sh tp 2>&1 | grep -E "^m3 generate|^m3 serve|^killed"
 fi
-echo "== (2) all-reduce, $N GPUs"
-timeout 120 build-gpu/bin/m3-kernel-bench --filter all_reduce --iters 20 2>&1 | grep -E "all_reduce" | head -20
+if [ "${SKIP_ALL_REDUCE:-0}" != 1 ]; then
+  echo "== (2) all-reduce, $N GPUs"
+  timeout 120 build-gpu/bin/m3-kernel-bench --filter all_reduce --iters 20 2>&1 | grep -E "all_reduce" | head -20
+fi
 LAYERS=${LAYERS:-3+57}
 MODEL=/tmp/m3-full
 random_model $MODEL "$LAYERS"
@@ -44,7 +47,7 @@ for LAYOUT in ${LAYOUTS:-$DEFAULT_LAYOUT}; do
   LEN=$((long > 16384 ? long + 1024 : 16384))
   t0=$(date +%s)
   $M3 serve $MODEL --device cuda --load-format dummy --quantization fp8 $PAR --port 8200 \
-    --served-model-name minimax-m3 --max-model-len $LEN --max-num-seqs 64 >"$OUT/full_${LAYOUT}_serve.log" 2>&1 &
+    --served-model-name minimax-m3 --max-model-len $LEN --max-num-seqs 64 ${SERVE_ARGS:-} >"$OUT/full_${LAYOUT}_serve.log" 2>&1 &
   server=$!
   up 8200 $server
   echo "server up after $(($(date +%s) - t0)) s"
