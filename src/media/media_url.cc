@@ -8,6 +8,7 @@
 #include <fstream>
 #include <system_error>
 
+#include "common/ascii.h"
 #include "common/error.h"
 
 namespace m3::media {
@@ -27,23 +28,6 @@ std::string quote(std::string_view text) {
   for (char c : text.substr(0, kQuotedChars)) out += (uint8_t(c) < 0x20 || c == 0x7F) ? '?' : c;
   if (text.size() > kQuotedChars) out += "...";
   return "'" + out + "'";
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
-  return out;
-}
-
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
 }
 
 // 0-63 for the standard and URL-safe alphabets, -1 otherwise.
@@ -79,7 +63,7 @@ std::vector<uint8_t> load_data_url(std::string_view url, const MediaPolicy& poli
   std::vector<std::string> params;
   for (size_t start = 0;;) {
     size_t semi = meta.find(';', start);
-    params.push_back(lower(trim(meta.substr(start, semi - start))));
+    params.push_back(ascii_lower(ascii_trim(meta.substr(start, semi - start))));
     if (semi == std::string_view::npos) break;
     start = semi + 1;
   }
@@ -174,16 +158,16 @@ std::string url_host(std::string_view after_scheme) {
     if (colon != std::string_view::npos) host = host.substr(0, colon);
   }
   if (host.ends_with('.')) host.remove_suffix(1);
-  return lower(host);
+  return ascii_lower(host);
 }
 
 bool host_allowed(const std::string& host, const std::vector<std::string>& domains) {
   if (host.empty()) return false;
   return std::any_of(domains.begin(), domains.end(), [&](const std::string& d) {
-    std::string_view domain = trim(d);
+    std::string_view domain = ascii_trim(d);
     if (domain.starts_with('[') && domain.ends_with(']')) domain = domain.substr(1, domain.size() - 2);
     if (domain.ends_with('.')) domain.remove_suffix(1);
-    return !domain.empty() && lower(domain) == host;
+    return !domain.empty() && ascii_lower(domain) == host;
   });
 }
 
@@ -209,7 +193,7 @@ std::string url_scheme(std::string_view url) {
               (i > 0 && ((c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.'));
     if (!ok) return "";
   }
-  return lower(url.substr(0, colon));
+  return ascii_lower(url.substr(0, colon));
 }
 
 }  // namespace
@@ -237,7 +221,7 @@ std::vector<uint8_t> decode_base64(std::string_view text) {
   size_t symbols = 0, padding = 0;
   for (size_t i = 0; i < text.size(); ++i) {
     char c = text[i];
-    if (is_space(c)) continue;
+    if (ascii_is_space(c)) continue;
     if (c == '=') {
       ++padding;
       continue;

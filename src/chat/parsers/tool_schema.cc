@@ -3,6 +3,7 @@
 // json.dumps style so argument strings match what Python peers produce for the same call.
 #include "chat/parsers/tool_schema.h"
 
+#include "common/ascii.h"
 #include "common/json_escape.h"
 
 #include <charconv>
@@ -136,16 +137,6 @@ const Alt* first_container(const std::vector<Alt>& alts) {
     if (a.kind == Kind::kArray || a.kind == Kind::kObject) return &a;
   }
   return nullptr;
-}
-
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
 }
 
 bool iequals(std::string_view a, std::string_view b) {
@@ -325,7 +316,7 @@ bool append_enum(std::string& out, std::string_view raw, std::string_view t, Sch
 }
 
 void convert_leaf(std::string& out, const std::string& text, const std::vector<Alt>& alts) {
-  std::string_view t = trim(text);
+  std::string_view t = ascii_trim(text);
   bool null_ok = false;
   for (const auto& a : alts) null_ok = null_ok || a.kind == Kind::kNull;
   // The template omits null arguments, so a literal "null" is only taken as null where the schema allows it.
@@ -426,7 +417,7 @@ void convert_tree(std::string& out, const XmlNode& node, Schema schema, const st
     }
     out += ']';
   }
-  if (!trim(node.text).empty()) {
+  if (!ascii_trim(node.text).empty()) {
     std::string key = "$text";
     while (groups.count(key) != 0) key.insert(key.begin(), '$');
     if (!first) out += ", ";
