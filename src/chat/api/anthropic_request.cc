@@ -98,6 +98,25 @@ ordered_json image_part(const ordered_json& b, const std::string& where) {
   return {{"type", "image_url"}, {"image_url", {{"url", url}}}};
 }
 
+// A tool result's content: its text, or, when it holds images (Claude Code's Read of an image file), text and
+// image_url parts in order.
+ordered_json tool_result_content(const ordered_json& content, const std::string& where) {
+  bool images = false;
+  if (content.is_array())
+    for (const auto& b : content) images = images || (b.is_object() && b.value("type", "") == "image");
+  if (!images) return block_text(content, where);
+  ordered_json parts = ordered_json::array();
+  for (size_t k = 0; k < content.size(); ++k) {
+    const auto& b = content[k];
+    const std::string bw = where + "[" + std::to_string(k) + "]";
+    if (b.value("type", "") == "image")
+      parts.push_back(image_part(b, bw));
+    else
+      parts.push_back({{"type", "text"}, {"text", block_text(ordered_json::array({b}), bw)}});
+  }
+  return parts;
+}
+
 void convert_messages(const ordered_json& body, AnthropicChat& c) {
   if (!body.contains("messages") || !body["messages"].is_array())
     fail_field("'messages' is required", "messages");
@@ -145,10 +164,12 @@ void convert_messages(const ordered_json& body, AnthropicChat& c) {
              {"function",
               {{"name", b["name"]}, {"arguments", b.contains("input") ? b["input"].dump() : "{}"}}}});
       } else if (type == "tool_result" && role == "user") {
-        std::string result = b.contains("content") ? block_text(b["content"], bw + ".content") : "";
-        push_turn(c.messages,
-                  {{"role", "tool"}, {"tool_call_id", b.value("tool_use_id", "")}, {"content", result}},
-                  pending);
+        push_turn(
+            c.messages,
+            {{"role", "tool"},
+             {"tool_call_id", b.value("tool_use_id", "")},
+             {"content", b.contains("content") ? tool_result_content(b["content"], bw + ".content") : ""}},
+            pending);
       } else if (type == "image" && role == "user") {
         if (!text.empty()) parts.push_back({{"type", "text"}, {"text", text}});
         text.clear();

@@ -135,6 +135,25 @@ describe('Anthropic image blocks', () => {
     assert.equal(counted.input_tokens, total(wide.usage));
   });
 
+  it('an image inside a tool result (Claude Code reading an image file) is answered', async () => {
+    const tools = [{ name: 'Read', description: 'Read a file', input_schema: { type: 'object',
+      properties: { file_path: { type: 'string' } }, required: ['file_path'] } }];
+    const turn = (file) => anthropic.messages.create({
+      model: MODEL_NAME, max_tokens: 4, temperature: 0, tools,
+      messages: [
+        { role: 'user', content: 'Look at the picture.' },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'Read', input: { file_path: '/p.png' } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1',
+                                    content: [{ type: 'text', text: 'Read image' }, image(b64(file))] }] },
+      ],
+    });
+    const total = (u) => u.input_tokens + (u.cache_read_input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0);
+    const square = await turn('square.png');
+    assert.equal(square.usage.output_tokens, 4);
+    const wide = await turn('wide.png');
+    assert.equal(total(wide.usage) - total(square.usage), 4);
+  });
+
   it('a malformed image is a 400 invalid_request_error', async () => {
     const r = await postJSON(server, '/v1/messages', {
       model: MODEL_NAME, max_tokens: 5,
