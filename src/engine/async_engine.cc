@@ -46,7 +46,8 @@ AsyncEngine::~AsyncEngine() {
 }
 
 std::shared_ptr<RequestStream> AsyncEngine::submit(Request request) {
-  engine_->validate(request);  // reads only immutable engine state
+  engine_->validate(request);      // reads only immutable engine state
+  engine_->encode_media(request);  // images: the vision tower runs here, not in the step loop
   std::lock_guard<std::mutex> lock(mu_);
   if (draining_ || stopping_) fail(ErrorKind::kUnavailable, "the server is shutting down");
   if (streams_.size() >= opt_.max_pending)

@@ -43,7 +43,8 @@ Engine::Engine(std::unique_ptr<ModelBackend> backend, EngineOptions options)
          "--max-model-len " + std::to_string(opt_.max_model_len) + " is more than the KV cache holds (" +
              std::to_string(pool_tokens) + " tokens in " + std::to_string(backend_->num_kv_pages()) +
              " pages" + (backend_->data_parallel_size() > 1 ? " per data-parallel rank" : "") +
-             "): lower --max-model-len, or give the cache more memory (--gpu-memory-utilization, --kv-cache-dtype "
+             "): lower --max-model-len, or give the cache more memory (--gpu-memory-utilization, "
+             "--kv-cache-dtype "
              "fp8, a smaller --max-num-batched-tokens, more GPUs)");
   max_model_len_ = std::min(max_model_len_, pool_tokens);
 }
@@ -105,6 +106,13 @@ void Engine::validate(const Request& r) const {
         fail(ErrorKind::kInvalidArgument,
              "the thinking budget's marker token " + std::to_string(t) + " is outside the vocabulary");
   }
+}
+
+void Engine::encode_media(Request& r) {
+  if (!r.mm.empty() && !backend_->has_vision())
+    fail(ErrorKind::kInvalidArgument,
+         "this model does not take image or video input (it has no vision tower)");
+  for (MultimodalInput& item : r.mm) item.features = encoder_cache_.features_of(item, *backend_);
 }
 
 int64_t Engine::add(Request r) {

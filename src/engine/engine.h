@@ -112,6 +112,10 @@ class Engine {
 
   // Throws m3::Error(kInvalidArgument) naming the bad field. Thread-safe (reads immutable state only).
   void validate(const Request& request) const;
+  // Encodes the request's images / videos that have no features yet (through the encoder cache), so that
+  // add() need not: AsyncEngine calls it on the submitting thread, keeping the vision tower off the step
+  // loop. Thread-safe.
+  void encode_media(Request& request);
   // Validates and queues a request.
   int64_t add(Request request);
   void abort(int64_t request_id);
@@ -156,7 +160,7 @@ class Engine {
   EngineStats counters_;
   grammar::MaskWorkers mask_workers_;  // the structured-output masks, beside the forward pass
   std::vector<uint32_t> masks_;        // this step's mask rows (token_mask_words(vocab) words each)
-  EncoderCache encoder_cache_;         // vision features by content hash
+  EncoderCache encoder_cache_;         // vision features by content hash (thread-safe)
 };
 
 }  // namespace m3

@@ -34,17 +34,23 @@ uint64_t multimodal_hash(const media::VisionPatches& p) {
 }
 
 EncoderCache::Features EncoderCache::get(uint64_t hash) {
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = index_.find(hash);
-  if (it == index_.end()) {
-    ++misses_;
-    return nullptr;
-  }
-  ++hits_;
+  if (it == index_.end()) return nullptr;
   lru_.splice(lru_.begin(), lru_, it->second);
   return it->second->second;
 }
 
+EncoderCache::Features EncoderCache::features_of(const MultimodalInput& item, const ModelBackend& backend) {
+  if (item.features) return item.features;
+  if (Features f = get(item.hash)) return f;
+  Features f = std::make_shared<const std::vector<float>>(backend.encode_vision(item.patches));
+  put(item.hash, f);
+  return f;
+}
+
 void EncoderCache::put(uint64_t hash, Features features) {
+  std::lock_guard<std::mutex> lock(mu_);
   if (index_.count(hash)) return;
   const size_t bytes = features->size() * sizeof(float);
   if (bytes > capacity_) return;
@@ -59,7 +65,7 @@ void EncoderCache::put(uint64_t hash, Features features) {
 }
 
 MultimodalPrompt::MultimodalPrompt(const std::vector<int32_t>& prompt,
-                                   const std::vector<MultimodalInput>& items, ModelBackend& backend,
+                                   const std::vector<MultimodalInput>& items, const ModelBackend& backend,
                                    EncoderCache& cache) {
   if (items.empty()) return;
   const ModelConfig& c = backend.config();
@@ -69,11 +75,7 @@ MultimodalPrompt::MultimodalPrompt(const std::vector<int32_t>& prompt,
   hidden_ = c.hidden_size;
   const int merge = c.vision.spatial_merge_size * c.vision.spatial_merge_size;
   for (size_t i = 0; i < items.size(); ++i) {
-    EncoderCache::Features f = cache.get(items[i].hash);
-    if (!f) {
-      f = std::make_shared<const std::vector<float>>(backend.encode_vision(items[i].patches));
-      cache.put(items[i].hash, f);
-    }
+    EncoderCache::Features f = cache.features_of(items[i], backend);
     if (f->size() != size_t(items[i].patches.num_patches() / merge) * hidden_)
       fail(ErrorKind::kInternal, "vision features of an unexpected size");
     features_.push_back(std::move(f));

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -17,30 +18,32 @@
 
 namespace m3 {
 
-// One image or video of a request: the vision tower's input and a hash of it (pixel values and grid).
+// One image or video of a request: the vision tower's input and a hash of it (pixel values and grid), and its
+// features once encoded ([tokens][hidden]; Engine::encode_media fills them on the submitting thread).
 struct MultimodalInput {
   media::VisionPatches patches;
   uint64_t hash = 0;
+  std::shared_ptr<const std::vector<float>> features;
 };
 
 // The 64-bit content hash of a VisionPatches (its grid and values), for MultimodalInput::hash.
 uint64_t multimodal_hash(const media::VisionPatches& patches);
 
-// Features by content hash, least recently used first out beyond `capacity_bytes`.
+// Features by content hash, least recently used first out beyond `capacity_bytes`. Thread-safe.
 class EncoderCache {
  public:
   explicit EncoderCache(size_t capacity_bytes) : capacity_(capacity_bytes) {}
   using Features = std::shared_ptr<const std::vector<float>>;
   Features get(uint64_t hash);  // null when absent
   void put(uint64_t hash, Features features);
-  int64_t hits() const { return hits_; }
-  int64_t misses() const { return misses_; }
+  // The item's features: already set, cached, or encoded by `backend` now (and cached).
+  Features features_of(const MultimodalInput& item, const ModelBackend& backend);
 
  private:
+  std::mutex mu_;
   size_t capacity_, bytes_ = 0;
   std::list<std::pair<uint64_t, Features>> lru_;  // most recent first
   std::unordered_map<uint64_t, std::list<std::pair<uint64_t, Features>>::iterator> index_;
-  int64_t hits_ = 0, misses_ = 0;
 };
 
 // A request's items placed on its prompt.
@@ -51,7 +54,7 @@ class MultimodalPrompt {
   // (config.vision ids), in order, take the items' feature rows, in order. Throws kInvalidArgument when the
   // counts disagree or the model has no vision tower.
   MultimodalPrompt(const std::vector<int32_t>& prompt, const std::vector<MultimodalInput>& items,
-                   ModelBackend& backend, EncoderCache& cache);
+                   const ModelBackend& backend, EncoderCache& cache);
 
   bool empty() const { return rows_.empty(); }
   // The prompt as the scheduler keys it: placeholders replaced by negative ids derived from (item hash, row).
