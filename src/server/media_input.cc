@@ -101,7 +101,8 @@ std::vector<MultimodalInput> attach_media(const ordered_json& messages, std::vec
       in.patches = media::preprocess_image(image, model.processor);
       in.hash = multimodal_hash(in.patches);
       inputs.push_back(std::move(in));
-    } catch (const Error& e) {
+    } catch (const Error& e) {  // the client's media: say which part
+      if (e.kind() != ErrorKind::kInvalidArgument) throw;
       fail_field(p.where + ": " + e.what(), "messages");
     }
   }
