@@ -75,28 +75,35 @@ std::vector<float> ModelBackend::encode_vision(const media::VisionPatches& patch
   return vision_->encode(patches);
 }
 
+// The vision tower, for the engine's rank (rank 0; its first GPU with --device cuda); null when the model has
+// none. Loaded before the text model so that, on a GPU, its weights and its scratch for the largest image
+// the processor makes are allocated before the KV pool is sized from the memory left.
+static std::shared_ptr<const VisionEncoder> load_vision(const std::string& model_dir,
+                                                        const BackendOptions& o) {
+  if (o.load_format == "dummy" || o.device == "scripted") return nullptr;
+  const ModelConfig config = load_model_config(model_dir);
+  if (!config.has_vision) return nullptr;
+  const Checkpoint ckpt(model_dir);
+  if (!ckpt.has("vision.tower.embeddings.patch_embedding.weight")) return nullptr;
+  const VisionConfig& v = config.vision;
+  log_info("vision tower: ", v.num_layers, " layers of width ", v.hidden_size, " (", o.device, ")");
+#ifdef M3_HAVE_CUDA
+  if (o.device == "cuda") {
+    const media::ImageProcessorConfig processor;
+    const int max_patches = int(processor.max_pixels / (int64_t(v.patch_size) * v.patch_size));
+    return std::make_shared<CudaVisionTower>(
+        ckpt, config, dist::rank_env().local_rank % int(cuda::list_devices().size()), max_patches);
+  }
+#endif
+  return std::make_shared<VisionTower>(ckpt, config);
+}
+
 std::unique_ptr<ModelBackend> load_backend(const std::string& model_dir, const BackendOptions& options) {
+  std::shared_ptr<const VisionEncoder> vision = load_vision(model_dir, options);
   std::unique_ptr<ModelBackend> b = options.comm && options.comm->size() > 1
                                         ? load_on_ranks(model_dir, options)
                                         : load_shard(model_dir, options);
-  // The vision tower, on the engine's rank (rank 0, its first GPU with --device cuda): the other ranks get
-  // its features in the forward batches.
-  if (b->config().has_vision && options.load_format != "dummy" && options.device != "scripted") {
-    Checkpoint ckpt(model_dir);
-    if (ckpt.has("vision.tower.embeddings.patch_embedding.weight")) {
-      const VisionConfig& v = b->config().vision;
-#ifdef M3_HAVE_CUDA
-      if (options.device == "cuda") {
-        b->set_vision(std::make_shared<CudaVisionTower>(
-            ckpt, b->config(), dist::rank_env().local_rank % int(cuda::list_devices().size())));
-        log_info("vision tower: ", v.num_layers, " layers of width ", v.hidden_size, " (cuda)");
-        return b;
-      }
-#endif
-      b->set_vision(std::make_shared<VisionTower>(ckpt, b->config()));
-      log_info("vision tower: ", v.num_layers, " layers of width ", v.hidden_size, " (cpu)");
-    }
-  }
+  b->set_vision(std::move(vision));  // the other ranks get its features in the forward batches
   return b;
 }
 

@@ -42,7 +42,7 @@ struct CudaVisionTower::Impl {
   };
   struct Layer {
     Norm ln1, ln2;
-    Linear q, k, v, o, fc1, fc2;
+    Linear qkv, o, fc1, fc2;  // qkv: q, k and v stacked ([3 hidden][hidden]), one GEMM
   };
   VisionConfig vc;
   int text_hidden = 0, device = 0;
@@ -64,9 +64,19 @@ struct CudaVisionTower::Impl {
     check(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "upload");
     return static_cast<T*>(p);
   }
+  // The linears `names` (each [out][in] + bias) stacked into one [names x out][in].
+  Linear linear(const Checkpoint& c, const std::vector<std::string>& names, int out, int in) {
+    std::vector<float> w, b;
+    for (const std::string& name : names) {
+      const std::vector<float> wi = c.read_f32(name + ".weight", {out, in}),
+                               bi = c.read_f32(name + ".bias", {out});
+      w.insert(w.end(), wi.begin(), wi.end());
+      b.insert(b.end(), bi.begin(), bi.end());
+    }
+    return {upload<bf16>(w), upload<float>(b), in, out * int(names.size())};
+  }
   Linear linear(const Checkpoint& c, const std::string& name, int out, int in) {
-    return {upload<bf16>(c.read_f32(name + ".weight", {out, in})),
-            upload<float>(c.read_f32(name + ".bias", {out})), in, out};
+    return linear(c, std::vector<std::string>{name}, out, in);
   }
   Norm norm(const Checkpoint& c, const std::string& name) {
     return {upload<float>(c.read_f32(name + ".weight", {vc.hidden_size})),
@@ -90,10 +100,11 @@ struct CudaVisionTower::Impl {
                      CUDA_R_16BF, L.in, &zero, C, CUDA_R_32F, L.out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
         "cublasGemmEx");
   }
-  void attention(const bf16* q, const bf16* k, const bf16* v, int64_t r0, int64_t len, float* out);
+  void attention(const bf16* q, const bf16* k, const bf16* v, int ldv, int64_t r0, int64_t len, float* out);
 };
 
-CudaVisionTower::CudaVisionTower(const Checkpoint& ckpt, const ModelConfig& config, int device)
+CudaVisionTower::CudaVisionTower(const Checkpoint& ckpt, const ModelConfig& config, int device,
+                                 int reserve_patches)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   if (!config.has_vision)
@@ -119,9 +130,7 @@ CudaVisionTower::CudaVisionTower(const Checkpoint& ckpt, const ModelConfig& conf
     Impl::Layer L;
     L.ln1 = m.norm(ckpt, p + "layer_norm1");
     L.ln2 = m.norm(ckpt, p + "layer_norm2");
-    L.q = m.linear(ckpt, p + "self_attn.q_proj", hv, hv);
-    L.k = m.linear(ckpt, p + "self_attn.k_proj", hv, hv);
-    L.v = m.linear(ckpt, p + "self_attn.v_proj", hv, hv);
+    L.qkv = m.linear(ckpt, {p + "self_attn.q_proj", p + "self_attn.k_proj", p + "self_attn.v_proj"}, hv, hv);
     L.o = m.linear(ckpt, p + "self_attn.out_proj", hv, hv);
     L.fc1 = m.linear(ckpt, p + "mlp.fc1", v.intermediate_size, hv);
     L.fc2 = m.linear(ckpt, p + "mlp.fc2", hv, v.intermediate_size);
@@ -131,6 +140,13 @@ CudaVisionTower::CudaVisionTower(const Checkpoint& ckpt, const ModelConfig& conf
   m.proj2 = m.linear(ckpt, "vision.projector.linear_2", h, pr);
   m.merge1 = m.linear(ckpt, "vision.merge.linear_1", pr, h * m2);
   m.merge2 = m.linear(ckpt, "vision.merge.linear_2", h, pr);
+  const int side = int(std::sqrt(double(reserve_patches))) / v.spatial_merge_size * v.spatial_merge_size;
+  if (side > 0) {  // the largest square grid within reserve_patches: every scratch buffer at its full size
+    media::VisionPatches blank;
+    blank.t = 1, blank.h = side, blank.w = side;
+    blank.values.assign(size_t(side) * side * v.patch_dim(), 0.0f);
+    encode(blank);
+  }
 }
 
 CudaVisionTower::~CudaVisionTower() {
@@ -144,9 +160,9 @@ CudaVisionTower::~CudaVisionTower() {
 
 // Rows [r0, r0 + len) attend to each other: per head S = scale Q K^T, P = softmax(S), O = P V, with the heads
 // as the batch of strided GEMMs over the [rows][heads * head_dim] layouts (column-major views, see the
-// calls).
-void CudaVisionTower::Impl::attention(const bf16* q, const bf16* k, const bf16* v, int64_t r0, int64_t len,
-                                      float* out) {
+// calls); q, k and out have rows of `hidden`, v rows of ldv.
+void CudaVisionTower::Impl::attention(const bf16* q, const bf16* k, const bf16* v, int ldv, int64_t r0,
+                                      int64_t len, float* out) {
   const int heads = vc.num_heads, d = vc.head_dim(), hv = vc.hidden_size;
   // Heads per pass, so that the scores stay within ~512 MB.
   const int64_t per_head = len * len * (sizeof(float) + sizeof(bf16));
@@ -163,10 +179,11 @@ void CudaVisionTower::Impl::attention(const bf16* q, const bf16* k, const bf16* 
                                      int(len), len * len, nh, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
           "scores");
     cuda::softmax_rows(S, int64_t(nh) * len, int(len), P, stream);
-    // O^T (d x len, ldc hv) = V^T P^T: A = V as d x len (lda hv), B = P^T as len x len (ldb len).
-    check(cublasGemmStridedBatchedEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, d, int(len), int(len), &one, v + at,
-                                     CUDA_R_16BF, hv, d, P, CUDA_R_16BF, int(len), len * len, &zero, out + at,
-                                     CUDA_R_32F, hv, d, nh, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+    // O^T (d x len, ldc hv) = V^T P^T: A = V as d x len (lda ldv), B = P^T as len x len (ldb len).
+    check(cublasGemmStridedBatchedEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, d, int(len), int(len), &one,
+                                     v + r0 * ldv + int64_t(h0) * d, CUDA_R_16BF, ldv, d, P, CUDA_R_16BF,
+                                     int(len), len * len, &zero, out + at, CUDA_R_32F, hv, d, nh,
+                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
           "values");
   }
 }
@@ -193,24 +210,20 @@ std::vector<float> CudaVisionTower::encode(const media::VisionPatches& patches) 
   bf16* a = m.buf<bf16>("a", size_t(n) * widest);  // the next GEMM's bf16 input
   float* x = m.buf<float>("x", size_t(n) * hv);    // the residual stream
   float* y = m.buf<float>("y", size_t(n) * widest);
-  float *q = m.buf<float>("q", size_t(n) * hv), *k = m.buf<float>("k", size_t(n) * hv);
-  bf16 *qb = m.buf<bf16>("qb", size_t(n) * hv), *kb = m.buf<bf16>("kb", size_t(n) * hv),
-       *vb = m.buf<bf16>("vb", size_t(n) * hv);
+  float* qkv = m.buf<float>("qkv", size_t(n) * 3 * hv);  // [n][q | k | v]
+  bf16* qkvb = m.buf<bf16>("qkvb", size_t(n) * 3 * hv);  // its bf16 copy: v is read from here
+  bf16 *qb = m.buf<bf16>("qb", size_t(n) * hv), *kb = m.buf<bf16>("kb", size_t(n) * hv);
 
   cuda::to_bf16(in32, n * v.patch_dim(), a, s);
   m.gemm(a, n, m.patch, x);
   cuda::layer_norm_bias(x, m.pre.w, m.pre.b, int(n), hv, v.layer_norm_eps, a, x, s);
   for (const Impl::Layer& L : m.layers) {
     cuda::layer_norm_bias(x, L.ln1.w, L.ln1.b, int(n), hv, v.layer_norm_eps, a, nullptr, s);
-    m.gemm(a, n, L.q, q);
-    cuda::bias_act(q, L.q.b, n, hv, false, q, nullptr, s);
-    m.gemm(a, n, L.k, k);
-    cuda::bias_act(k, L.k.b, n, hv, false, k, nullptr, s);
-    m.gemm(a, n, L.v, y);
-    cuda::bias_act(y, L.v.b, n, hv, false, nullptr, vb, s);
-    cuda::vision_rope(q, k, hv, cosb, sinb, int(n), heads, d, g.num_angles, qb, kb, s);
+    m.gemm(a, n, L.qkv, qkv);
+    cuda::bias_act(qkv, L.qkv.b, n, 3 * hv, false, qkv, qkvb, s);
+    cuda::vision_rope(qkv, qkv + hv, 3 * hv, cosb, sinb, int(n), heads, d, g.num_angles, qb, kb, s);
     for (size_t seg = 0; seg + 1 < g.seg.size(); ++seg)
-      m.attention(qb, kb, vb, g.seg[seg], g.seg[seg + 1] - g.seg[seg], y);
+      m.attention(qb, kb, qkvb + 2 * hv, 3 * hv, g.seg[seg], g.seg[seg + 1] - g.seg[seg], y);
     cuda::to_bf16(y, n * hv, a, s);
     m.gemm(a, n, L.o, y);
     cuda::bias_act(y, L.o.b, n, hv, false, y, nullptr, s);

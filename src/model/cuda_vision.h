@@ -16,7 +16,9 @@ namespace m3 {
 
 class CudaVisionTower : public VisionEncoder {
  public:
-  CudaVisionTower(const Checkpoint& ckpt, const ModelConfig& config, int device);
+  // reserve_patches: the scratch of an image that large is allocated now (by encoding a blank one), so that
+  // it is in place before the KV pool takes the rest of the GPU; 0: grown on first use.
+  CudaVisionTower(const Checkpoint& ckpt, const ModelConfig& config, int device, int reserve_patches = 0);
   ~CudaVisionTower() override;
   std::vector<float> encode(const media::VisionPatches& patches) const override;
 
