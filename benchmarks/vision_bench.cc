@@ -1,6 +1,7 @@
 // The CUDA vision tower at the released widths (32 layers of 1280, 16 heads x 80, projector and merger to
 // 6144) on random weights: one image of 224 x 224, 448 x 448 and 672 x 672 (the processor's largest, 2,304
-// patches), timed end to end as the server runs it (host patches in, features out), against the bf16
+// patches) and one video attention segment (8 frames) at 448 px and at the video processor's largest frames,
+// timed end to end as the server runs it (host patches in, features out), against the bf16
 // tensor-core floor of its FLOPs and the HBM floor of its weights.
 #include <algorithm>
 #include <chrono>
@@ -56,11 +57,19 @@ M3_BENCH(vision) {
     for (int64_t d : t.shape) n *= double(d);
     weight_bytes += n;
   }
-  for (int side : {224, 448, 672}) {
-    const std::string shape = std::to_string(side) + "x" + std::to_string(side);
+  // Images at 224, 448 and 672 px (the image processor's largest), and a video segment of 4 temporal patches
+  // (8 frames) at 448 px and at 784 x 756 (within the video processor's 768 x 28 x 28 per frame).
+  struct Case {
+    int t, height, width;
+    const char* unit;
+  };
+  for (const Case& k : {Case{1, 224, 224, "images"}, Case{1, 448, 448, "images"}, Case{1, 672, 672, "images"},
+                        Case{4, 448, 448, "segments"}, Case{4, 756, 784, "segments"}}) {
+    const std::string shape = (k.t > 1 ? std::to_string(2 * k.t) + " frames " : std::string()) +
+                              std::to_string(k.width) + "x" + std::to_string(k.height);
     if (!wanted(opts, "vision_encode", shape)) continue;
     media::VisionPatches p;
-    p.t = 1, p.h = side / 14, p.w = side / 14;
+    p.t = k.t, p.h = k.height / 14, p.w = k.width / 14;
     p.values.resize(size_t(p.num_patches()) * v.patch_dim());
     for (size_t i = 0; i < p.values.size(); ++i)
       p.values[i] = float(int(i * 2654435761u % 2001) - 1000) / 600.0f;
@@ -80,7 +89,7 @@ M3_BENCH(vision) {
     std::sort(times.begin(), times.end());
     const double us = times[times.size() / 2];
     report({"vision_encode", shape + " (" + std::to_string(int(n)) + " patches)", us, weight_bytes, flops,
-            std::to_string(1e6 / us).substr(0, 6) + " images/s, host patches in, features out"});
+            std::to_string(1e6 / us).substr(0, 6) + " " + k.unit + "/s, host patches in, features out"});
   }
   std::filesystem::remove_all(dir);
 }

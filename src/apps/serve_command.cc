@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "dist/fault.h"
 #include "dist/rank_protocol.h"
+#include "media/video_decode.h"
 #include "server/api_server.h"
 #include "tokenizer/tokenizer_config.h"
 
@@ -75,7 +76,14 @@ std::shared_ptr<ServingContext> load_model(const ServeConfig& cfg, const ModelCo
          "--kv-offloading-size is smaller than one KV page (" + std::to_string(page_bytes) + " bytes)");
   std::unique_ptr<ModelBackend> backend = load_backend(cfg.model_dir, bo);
   ctx->media = MediaModel::of(backend->config(), backend->has_vision(), ctx->tokenizer);
-  if (ctx->media.enabled) log_info("image input: on (OpenAI image_url parts, Anthropic image blocks)");
+  if (ctx->media.enabled) {
+    log_info("image input: on (OpenAI image_url parts, Anthropic image blocks)");
+    std::string why;
+    if (media::video_decoding_available(&why))
+      log_info("video input: on (OpenAI video_url parts, decoded with FFmpeg)");
+    else
+      log_warn("video input unavailable: ", why, " (install libavformat59 libavcodec59 libswscale6)");
+  }
   auto engine = std::make_unique<Engine>(std::move(backend), cfg.engine);
   const int pages = engine->stats().kv_pages_total;
   log_info("KV cache: ", pages, " pages of ", page, " tokens (", int64_t{pages} * page,

@@ -138,9 +138,10 @@ void add_serve_flags(CLI::App& cmd, ServeConfig& c) {
   cmd.add_option("--scripted-responses", c.scripted_responses,
                  "testing: emit scripted outputs instead of running the model")
       ->check(CLI::ExistingFile);
-  // Image input (a model with a vision tower).
-  cmd.add_option("--allowed-local-media-path", s.media.policy.allowed_local_media_path,
-                 "Directory that file:// image URLs may read from (default: none; file:// refused)");
+  // Image and video input (a model with a vision tower).
+  cmd.add_option(
+      "--allowed-local-media-path", s.media.policy.allowed_local_media_path,
+      "Directory that file:// image and video URLs may read from (default: none; file:// refused)");
   cmd.add_option_function<std::string>(
       "--allowed-media-domains",
       [&s](const std::string& v) {
@@ -150,7 +151,7 @@ void add_serve_flags(CLI::App& cmd, ServeConfig& c) {
           at = comma + 1;
         }
       },
-      "Comma-separated hosts whose http(s) image URLs may be fetched (default: none)");
+      "Comma-separated hosts whose http(s) media URLs may be fetched (default: none)");
   cmd.add_option_function<std::string>(
       "--limit-mm-per-prompt",
       [&s](const std::string& v) {
@@ -169,13 +170,44 @@ void add_serve_flags(CLI::App& cmd, ServeConfig& c) {
             fail(ErrorKind::kInvalidArgument, "--limit-mm-per-prompt: unknown modality '" + k + "'");
         }
       },
-      "Most images per prompt, as JSON: '{\"image\": 16}'");
+      "Most images and videos per prompt, as JSON (default '{\"image\": 16, \"video\": 4}')");
+  cmd.add_option_function<std::string>(
+      "--media-io-kwargs",
+      [&s](const std::string& v) {
+        const nlohmann::json j = nlohmann::json::parse(v, nullptr, false);
+        if (!j.is_object())
+          fail(ErrorKind::kInvalidArgument,
+               "--media-io-kwargs: expected JSON such as '{\"video\": {\"fps\": 2}}'");
+        for (const auto& [modality, kw] : j.items()) {
+          if (modality != "video" || !kw.is_object())
+            fail(ErrorKind::kInvalidArgument, "--media-io-kwargs: only '{\"video\": {...}}' is supported");
+          for (const auto& [k, x] : kw.items()) {
+            if (k == "fps" && x.is_number() && x.get<double>() > 0 && x.get<double>() <= 240)
+              s.media.sampling.fps = x.get<double>();
+            else if (k == "num_frames" && x.is_number_integer() && x.get<int64_t>() >= -1 &&
+                     x.get<int64_t>() <= 100000)
+              s.media.sampling.num_frames = std::max(0, x.get<int>());  // -1: every frame at `fps`
+            else
+              fail(ErrorKind::kInvalidArgument,
+                   "--media-io-kwargs: video '" + k +
+                       "' must be fps in (0, 240] or num_frames (an integer >= -1)");
+          }
+        }
+      },
+      "How videos are sampled, as JSON: '{\"video\": {\"fps\": 1.0}}' (default: 1 frame per second) or "
+      "'{\"video\": {\"num_frames\": 32}}' (that many, evenly spread)");
   cmd.add_option_function<double>(
          "--mm-processor-cache-gb",
          [&c](double gb) { c.engine.mm_cache_bytes = size_t(std::max(0.0, gb) * double(1ull << 30)); },
          "Vision features kept for repeated images, GiB (default 4; 0: off)")
       ->check(CLI::Range(0.0, 1024.0));
   cmd.add_option("--max-image-bytes", s.media.decode.max_bytes, "Largest encoded image accepted (bytes)");
+  cmd.add_option(
+      "--max-video-bytes", s.media.video.max_bytes,
+      "Largest encoded video accepted (bytes, default 256 MiB; the request body limit applies too)");
+  cmd.add_option("--max-video-frames", s.media.video.max_sampled_frames,
+                 "Most frames taken from one video; more samples are thinned evenly (default 768)")
+      ->check(CLI::Range(1, 100000));
   // Accepted for compatibility with the deployment guides; m3serve picks its own kernels.
   for (const char* name : {"--attention-backend", "--mm-encoder-attn-backend", "--mm-attention-backend",
                            "--mm-encoder-tp-mode", "--mm-processor-cache-type", "--moe-backend",

@@ -248,19 +248,28 @@ RgbImage resize_bicubic_antialias(const RgbImage& image, int out_height, int out
   return out;
 }
 
-VisionPatches preprocess_image(const RgbImage& image, const ImageProcessorConfig& config) {
+RgbImage resize_for_vision(const RgbImage& image, const ImageProcessorConfig& config) {
   check_image(image);
+  const int p = config.patch_size, m = config.merge_size;
+  if (p < 1 || m < 1) fail(ErrorKind::kInvalidArgument, "patch_size and merge_size must be >= 1");
+  const auto [rh, rw] = smart_resize(image.height, image.width, p * m, config.min_pixels, config.max_pixels);
+  // The processor always calls tvF.resize; torchvision hands back the same tensor when the size is unchanged.
+  return resize_bicubic_antialias(image, rh, rw);
+}
+
+VisionPatches patchify_frames(std::span<const RgbImage> frames, const ImageProcessorConfig& config) {
   const int p = config.patch_size, m = config.merge_size, t = config.temporal_patch_size;
   if (p < 1 || m < 1 || t < 1)
     fail(ErrorKind::kInvalidArgument, "patch_size, merge_size and temporal_patch_size must be >= 1");
-  const auto [rh, rw] = smart_resize(image.height, image.width, p * m, config.min_pixels, config.max_pixels);
-  // The processor always calls tvF.resize; torchvision hands back the same tensor when the size is unchanged.
-  RgbImage resized;
-  const RgbImage* img = &image;
-  if (rh != image.height || rw != image.width) {
-    resized = resize_bicubic_antialias(image, rh, rw);
-    img = &resized;
+  if (frames.empty()) fail(ErrorKind::kInvalidArgument, "no frames to patch");
+  const int width = frames[0].width, height = frames[0].height;
+  for (const RgbImage& f : frames) {
+    check_image(f);
+    if (f.width != width || f.height != height)
+      fail(ErrorKind::kInvalidArgument, "the frames of a video differ in size");
   }
+  if (width % (p * m) != 0 || height % (p * m) != 0)
+    fail(ErrorKind::kInvalidArgument, "frame sides must be multiples of " + std::to_string(p * m));
 
   // Rescale + normalise as rescale_and_normalize() does it: mean and std become float32 tensors multiplied by
   // 1 / rescale_factor (= 255.0, a float32 multiply), then tvF.normalize computes (float32(x) - mean) / std.
@@ -273,31 +282,34 @@ VisionPatches preprocess_image(const RgbImage& image, const ImageProcessorConfig
     for (int v = 0; v < 256; ++v) lut[c][v] = (static_cast<float>(v) - mean) / stdv;
   }
 
-  // patchify(): [C, gh/m, m, p, gw/m, m, p] permuted to (gh/m, gw/m, m, m, C, p, p), a temporal axis of size
-  // t expanded before the patch axes: rows in (gh/m, gw/m, m, m) order, each row [C][t][p][p].
-  const int gh = rh / p, gw = rw / p;
+  // The frames padded to a multiple of t by repeating the last one (a still image: t copies of itself),
+  // viewed as [gt, t, C, gh/m, m, p, gw/m, m, p] and permuted to (gt, gh/m, gw/m, m, m, C, t, p, p): rows in
+  // (gt, gh/m, gw/m, m, m) order, each row [C][t][p][p].
+  const int nf = int(frames.size());
+  const int gt = (nf + t - 1) / t, gh = height / p, gw = width / p;
   VisionPatches out;
-  out.t = 1;
+  out.t = gt;
   out.h = gh;
   out.w = gw;
-  const size_t plane = size_t(p) * p;
-  const size_t row_len = size_t(3) * t * plane;
-  out.values.resize(size_t(gh) * gw * row_len);
-  const uint8_t* px = img->pixels.data();
-  const size_t stride = size_t(img->width) * 3;
+  const size_t row_len = size_t(3) * t * p * p;
+  out.values.resize(size_t(gt) * gh * gw * row_len);
+  const size_t stride = size_t(width) * 3;
   float* dst = out.values.data();
-  for (int bh = 0; bh < gh / m; ++bh) {
-    for (int bw = 0; bw < gw / m; ++bw) {
-      for (int mh = 0; mh < m; ++mh) {
-        for (int mw = 0; mw < m; ++mw) {
-          const int y0 = (bh * m + mh) * p, x0 = (bw * m + mw) * p;
-          for (int c = 0; c < 3; ++c) {
-            float* first = dst;
-            for (int ph = 0; ph < p; ++ph) {
-              const uint8_t* src = px + size_t(y0 + ph) * stride + size_t(x0) * 3 + c;
-              for (int pw = 0; pw < p; ++pw) *dst++ = lut[c][src[3 * pw]];
+  for (int g = 0; g < gt; ++g) {
+    for (int bh = 0; bh < gh / m; ++bh) {
+      for (int bw = 0; bw < gw / m; ++bw) {
+        for (int mh = 0; mh < m; ++mh) {
+          for (int mw = 0; mw < m; ++mw) {
+            const int y0 = (bh * m + mh) * p, x0 = (bw * m + mw) * p;
+            for (int c = 0; c < 3; ++c) {
+              for (int ti = 0; ti < t; ++ti) {
+                const uint8_t* px = frames[size_t(std::min(g * t + ti, nf - 1))].pixels.data();
+                for (int ph = 0; ph < p; ++ph) {
+                  const uint8_t* src = px + size_t(y0 + ph) * stride + size_t(x0) * 3 + c;
+                  for (int pw = 0; pw < p; ++pw) *dst++ = lut[c][src[3 * pw]];
+                }
+              }
             }
-            for (int ti = 1; ti < t; ++ti, dst += plane) std::copy(first, first + plane, dst);
           }
         }
       }
@@ -305,6 +317,18 @@ VisionPatches preprocess_image(const RgbImage& image, const ImageProcessorConfig
   }
   M3_CHECK(dst == out.values.data() + out.values.size(), "patch layout size");
   return out;
+}
+
+VisionPatches preprocess_image(const RgbImage& image, const ImageProcessorConfig& config) {
+  const RgbImage resized = resize_for_vision(image, config);
+  return patchify_frames(std::span<const RgbImage>(&resized, 1), config);
+}
+
+VisionPatches preprocess_video(std::span<const RgbImage> frames, const ImageProcessorConfig& config) {
+  std::vector<RgbImage> resized;
+  resized.reserve(frames.size());
+  for (const RgbImage& f : frames) resized.push_back(resize_for_vision(f, config));
+  return patchify_frames(resized, config);
 }
 
 }  // namespace m3::media

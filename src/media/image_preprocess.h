@@ -1,11 +1,14 @@
-// The released MiniMax-M3 image processor (transformers' MiniMaxM3VLImageProcessor, torchvision backend) in
-// C++: smart_resize to multiples of patch x merge within [min_pixels, max_pixels], torchvision's antialiased
-// bicubic resize of uint8 RGB (bit-exact), rescale + normalise with the CLIP mean and std (float32, in
-// torch's order), and patching into rows of channel x temporal x patch x patch values, the four patches of
-// each 2 x 2 merge window consecutive. A still image is repeated over the temporal patch (grid t = 1).
+// The released MiniMax-M3 image and video processors (transformers' MiniMaxM3VLImageProcessor and
+// MiniMaxM3VLVideoProcessor, torchvision backend) in C++: smart_resize to multiples of patch x merge within
+// [min_pixels, max_pixels], torchvision's antialiased bicubic resize of uint8 RGB (bit-exact), rescale +
+// normalise with the CLIP mean and std (float32, in torch's order), and patching into rows of channel x
+// temporal x patch x patch values, the four patches of each 2 x 2 merge window consecutive. A still image is
+// repeated over the temporal patch (grid t = 1); a video's frames are padded to a multiple of it by repeating
+// the last.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -48,7 +51,25 @@ struct AxisFilter {
 };
 AxisFilter bicubic_antialias_filter(int in_size, int out_size);
 
-// The whole processor for one image.
+// The frame an image or video frame becomes: smart_resize's size, resize_bicubic_antialias.
+RgbImage resize_for_vision(const RgbImage& image, const ImageProcessorConfig& config);
+
+// Normalised patches of resized frames (all one size, sides multiples of patch x merge), padded to a multiple
+// of the temporal patch by repeating the last frame: grid t = ceil(frames / temporal_patch_size).
+VisionPatches patchify_frames(std::span<const RgbImage> frames, const ImageProcessorConfig& config);
+
+// The whole processor for one image (a one-frame video: grid t = 1).
 VisionPatches preprocess_image(const RgbImage& image, const ImageProcessorConfig& config = {});
+
+// The released video processor (MiniMaxM3VLVideoProcessor with do_resize) for decoded frames: each resized
+// within config.min_pixels / max_pixels (video_processor_config()), then patchify_frames.
+VisionPatches preprocess_video(std::span<const RgbImage> frames, const ImageProcessorConfig& config);
+
+// The video processor's parameters: per-frame pixels within [4 * 28 * 28, 768 * 28 * 28].
+inline ImageProcessorConfig video_processor_config() {
+  ImageProcessorConfig c;
+  c.max_pixels = int64_t(768) * 28 * 28;
+  return c;
+}
 
 }  // namespace m3::media

@@ -72,7 +72,25 @@ std::string resolve_device(const std::string& requested) {
 std::vector<float> ModelBackend::encode_vision(const media::VisionPatches& patches) const {
   if (!vision_)
     fail(ErrorKind::kUnsupported, "this model has no vision tower: image and video inputs are not supported");
-  return vision_->encode(patches);
+  // A video longer than segment_max_frames temporal patches attends in segments, each with its own temporal
+  // positions from 0 (vision_grid): encoded one at a time they are the same, and the tower's scratch stays
+  // the size of one segment.
+  const int smax = config().vision.segment_max_frames;
+  if (patches.t <= smax || patches.num_patches() <= 0) return vision_->encode(patches);  // it validates
+  const size_t row = patches.values.size() / size_t(patches.num_patches());
+  const size_t per_t = size_t(patches.h) * patches.w * row;
+  std::vector<float> out;
+  media::VisionPatches seg;
+  seg.h = patches.h;
+  seg.w = patches.w;
+  for (int t0 = 0; t0 < patches.t; t0 += smax) {
+    seg.t = std::min(smax, patches.t - t0);
+    seg.values.assign(patches.values.begin() + ptrdiff_t(per_t * t0),
+                      patches.values.begin() + ptrdiff_t(per_t * (t0 + seg.t)));
+    const std::vector<float> f = vision_->encode(seg);
+    out.insert(out.end(), f.begin(), f.end());
+  }
+  return out;
 }
 
 // The vision tower, for the engine's rank (rank 0; its first GPU with --device cuda); null when the model has
@@ -89,10 +107,14 @@ static std::shared_ptr<const VisionEncoder> load_vision(const std::string& model
   log_info("vision tower: ", v.num_layers, " layers of width ", v.hidden_size, " (", o.device, ")");
 #ifdef M3_HAVE_CUDA
   if (o.device == "cuda") {
-    const media::ImageProcessorConfig processor;
-    const int max_patches = int(processor.max_pixels / (int64_t(v.patch_size) * v.patch_size));
-    return std::make_shared<CudaVisionTower>(
-        ckpt, config, dist::rank_env().local_rank % int(cuda::list_devices().size()), max_patches);
+    // The largest input is an image at the image processor's max_pixels or a video segment of
+    // segment_max_frames temporal patches at the video processor's per-frame max_pixels.
+    const int64_t patch_area = int64_t(v.patch_size) * v.patch_size;
+    const int image_patches = int(media::ImageProcessorConfig{}.max_pixels / patch_area);
+    const int frame_patches = int(media::video_processor_config().max_pixels / patch_area);
+    return std::make_shared<CudaVisionTower>(ckpt, config,
+                                             dist::rank_env().local_rank % int(cuda::list_devices().size()),
+                                             std::max(image_patches, frame_patches * v.segment_max_frames));
   }
 #endif
   return std::make_shared<VisionTower>(ckpt, config);

@@ -198,7 +198,9 @@ std::vector<float> CudaVisionTower::encode(const media::VisionPatches& patches) 
   const int64_t n = g.n;
   const int hv = v.hidden_size, heads = v.num_heads, d = v.head_dim(), inter = v.intermediate_size;
   const int m2 = v.spatial_merge_size * v.spatial_merge_size, h = m.text_hidden, pr = v.projector_hidden_size;
-  const int64_t widest = std::max<int64_t>({int64_t(v.patch_dim()), hv, inter, pr, int64_t(h) * m2});
+  // The widest row of any activation (the merger reads the projector's n x h output as n / m2 rows of h *
+  // m2).
+  const int64_t widest = std::max<int64_t>({int64_t(v.patch_dim()), hv, inter, pr, h});
 
   float* in32 = m.buf<float>("in32", size_t(n) * v.patch_dim());
   float* cosb = m.buf<float>("cos", size_t(n) * g.num_angles);
