@@ -1,4 +1,5 @@
-// Concurrency and overload: 256 concurrent streams all complete with exact token counts; clients that go away
+// Concurrency and overload: 256 concurrent streams all complete with exact token counts; 1024 clients at once
+// (streaming and not, some dropping mid-stream) lose nothing and leave the KV pool empty; clients that go away
 // mid-stream or while still queued are aborted and their KV pages freed (landscape.md §4.3, §4.9 rows 43-44);
 // a full queue answers 429 with Retry-After before any 200 is committed (row 45), on both APIs.
 import assert from 'node:assert/strict';
@@ -27,14 +28,14 @@ async function openStream(server, body) {
 const gauge = (m, name) => m[name];
 const aborted = (m) => m['m3:requests_aborted_total{model_name="minimax-m3",reason="client_disconnect"}'] ?? 0;
 
-async function waitIdle(server, what) {
+async function waitIdle(server, what, timeoutMs = 20000) {
   return waitFor(async () => {
     const m = await server.metrics();
     const [running, waiting, kv] = ['vllm:num_requests_running', 'vllm:num_requests_waiting',
                                     'vllm:kv_cache_usage_perc'].map((k) => gauge(m, k));
     if (running === 0 && waiting === 0 && kv === 0) return m;
     throw new Error(`running=${running} waiting=${waiting} kv_cache_usage_perc=${kv}`);
-  }, { timeoutMs: 20000, what });
+  }, { timeoutMs, what });
 }
 
 describe('concurrency', () => {
@@ -64,6 +65,51 @@ describe('concurrency', () => {
       assert.equal(new Set(results.map((r) => r.id)).size, 256, 'every response has its own id');
       const m = await waitIdle(server, 'the engine to go idle after 256 requests');
       assert.ok(m['vllm:request_success_total{model_name="minimax-m3",finished_reason="length"}'] >= 256);
+    } finally {
+      const { code } = await server.stop();
+      assert.equal(code, 0, server.output);
+    }
+  });
+});
+
+describe('1024 clients at once', () => {
+  // The CPU backend's share of the soak (#17): 1024 clients arrive together, 256 run and the rest queue; a mix of
+  // streaming and non-streaming chats of random lengths, every tenth stream dropped after its first chunk. Every
+  // kept request must finish whole, every dropped one must be counted as a client abort, and the KV pool must
+  // be empty afterwards.
+  it('none is lost, the dropped ones are aborted, and the KV pool returns to empty', async () => {
+    const server = await startServer({ args: ['--max-num-seqs', '256', '--max-queued-requests', '1024',
+                                              '--max-model-len', '1024', '--num-kv-pages', '1024'] });
+    try {
+      let seed = 12345;
+      const rand = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
+      // A dropped stream asks for 800 tokens, so that it is still running when its client goes.
+      const plan = Array.from({ length: 1024 }, (_, i) => ({
+        i, stream: i % 2 === 0, drop: i % 20 === 0, tokens: i % 20 === 0 ? 800 : 1 + rand(12), words: 1 + rand(40),
+      }));
+      const results = await Promise.all(plan.map(async (p) => {
+        const body = chatBody(`client ${p.i}: ${'word '.repeat(p.words)}`, { max_tokens: p.tokens, stream: p.stream,
+          ...(p.stream ? { stream_options: { include_usage: true } } : {}) });
+        if (p.drop) {
+          const s = await openStream(server, body);
+          s.abort();
+          return { p };
+        }
+        const r = await fetch(`${server.url}/v1/chat/completions`, {
+          method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+        assert.equal(r.status, 200, `client ${p.i}`);
+        if (!p.stream) return { p, usage: (await r.json()).usage };
+        const events = parseSSE(await r.text());
+        assert.equal(events.at(-1).data, '[DONE]', `client ${p.i} got [DONE]`);
+        return { p, usage: JSON.parse(events.at(-2).data).usage };
+      }));
+      for (const { p, usage } of results)
+        if (!p.drop) assert.equal(usage.completion_tokens, p.tokens, `client ${p.i}`);
+      const dropped = plan.filter((p) => p.drop).length;
+      const m = await waitIdle(server, 'the engine to go idle after 1024 clients', 60000);
+      assert.equal(aborted(m), dropped, 'every dropped stream is one client abort');
+      assert.equal(m['vllm:request_success_total{model_name="minimax-m3",finished_reason="length"}'],
+                   1024 - dropped);
     } finally {
       const { code } = await server.stop();
       assert.equal(code, 0, server.output);
