@@ -88,6 +88,7 @@ bool flag(const nlohmann::json& entry, const char* key, const std::string& where
 void AddedTokens::Trie::insert(std::string_view pattern, int32_t token) {
   if (nodes.empty()) nodes.emplace_back();
   first_byte[static_cast<uint8_t>(pattern[0])] = true;
+  max_length = std::max(max_length, pattern.size());
   int32_t node = 0;
   for (char ch : pattern) {
     const auto c = static_cast<uint8_t>(ch);
@@ -173,6 +174,8 @@ AddedTokens AddedTokens::from_json(const nlohmann::json& section, const std::str
     } else {
       a.tries_[static_cast<int>(Stage::kRaw)].insert(t.content, static_cast<int32_t>(i));
     }
+    a.tries_[static_cast<int>(t.normalized ? Stage::kNormalized : Stage::kRaw)].looks_around |=
+        t.lstrip || t.rstrip || t.single_word;
   }
   return a;
 }
@@ -185,6 +188,21 @@ const AddedToken* AddedTokens::find_id(int32_t id) const {
 const AddedToken* AddedTokens::find_content(std::string_view content) const {
   auto it = by_content_.find(std::string(content));
   return it == by_content_.end() ? nullptr : &tokens_[it->second];
+}
+
+// split() reaches pos whichever tokens it keeps: it steps one byte at a time or jumps to the end of a match,
+// and no match from before pos ends past it. From pos on it reads only the text after pos, and what it emits
+// depends on the earlier text only through the flags excluded here.
+bool AddedTokens::splits_at(std::string_view text, size_t pos, Stage stage) const {
+  const Trie& trie = tries_[static_cast<int>(stage)];
+  if (trie.looks_around) return false;
+  // A match that starts further back than `reach` ends at pos at the latest.
+  const size_t reach = trie.max_length > 0 ? trie.max_length - 1 : 0;
+  for (size_t s = pos > reach ? pos - reach : 0; s < pos; ++s) {
+    if (trie.first_byte[static_cast<uint8_t>(text[s])] && s + trie.longest_at(text, s).first > pos)
+      return false;
+  }
+  return true;
 }
 
 void AddedTokens::split(std::string_view text, Stage stage, bool parse_special,

@@ -45,6 +45,11 @@ class AddedTokens {
   // Appends segments covering all of `text` (nothing for empty text).
   void split(std::string_view text, Stage stage, bool parse_special, std::vector<Segment>& out) const;
   bool has_stage(Stage stage) const { return !tries_[static_cast<int>(stage)].nodes.empty(); }
+  // Whether split() of `text` is split() of text[0, pos) followed by split() of text[pos, end) (shifted),
+  // once a plain segment ending at pos and one starting there are joined, for either parse_special: no
+  // token of `stage` occurs across pos, and none of them has lstrip, rstrip or single_word, which look
+  // beyond the match.
+  bool splits_at(std::string_view text, size_t pos, Stage stage) const;
 
   const std::vector<AddedToken>& tokens() const { return tokens_; }
   const AddedToken* find_id(int32_t id) const;
@@ -59,6 +64,8 @@ class AddedTokens {
     };
     std::vector<Node> nodes;
     bool first_byte[256] = {};
+    size_t max_length = 0;      // of the longest pattern
+    bool looks_around = false;  // some token has lstrip, rstrip or single_word
     void insert(std::string_view pattern, int32_t token);
     // Length and token of the longest pattern starting at text[pos], or {0, -1}.
     std::pair<size_t, int32_t> longest_at(std::string_view text, size_t pos) const;

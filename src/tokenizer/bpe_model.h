@@ -72,9 +72,10 @@ class BpeModel {
   std::array<int32_t, 256> byte_ids_{};  // id of each byte's one-character spelling, -1 if absent
   bool all_bytes_known_ = false;
 
-  // Sharded so concurrent encoders rarely contend; a full shard is simply cleared.
-  static constexpr size_t kCacheShards = 16;
-  static constexpr size_t kCacheEntriesPerShard = 4096;
+  // Sharded so concurrent encoders (and the threads of one long encode) rarely contend; a full shard is
+  // simply cleared.
+  static constexpr size_t kCacheShards = 256;
+  static constexpr size_t kCacheEntriesPerShard = 256;
   static constexpr size_t kMaxCachedWordBytes = 256;
   struct WordHash {
     using is_transparent = void;

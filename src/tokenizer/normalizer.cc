@@ -112,6 +112,23 @@ bool surely_nfc(std::string_view s) {
 
 }  // namespace
 
+// One form: decomposition is per code point, canonical reordering only moves runs of non-starters, and
+// composition joins a starter only with later characters that are composition seconds and not blocked by
+// another starter. An inert starter at b's start is therefore not reordered, not composed into a's last
+// starter, and blocks b's characters from composing with a's; the inert starter after it keeps it from
+// composing with anything of b; a's last code point, inert too, has nothing in a after it. The split of
+// apply() at post-9.0 characters only adds cuts that a and b make alike, and surely_nfc() is a per-code-point
+// test that is exact whenever it answers true, so skipping utf8proc for a or b alone changes nothing.
+bool Normalizer::is_inert_starter(char32_t cp) const {
+  if (steps_.empty()) return true;
+  if (steps_.size() > 1) return false;
+  if (cp >= 0xAC00 && cp <= 0xD7A3) return false;  // Hangul syllables decompose algorithmically
+  const utf8proc_property_t* p = utf8proc_get_property(static_cast<utf8proc_int32_t>(cp));
+  if (p->combining_class != 0 || p->decomp_seqindex != UINT16_MAX) return false;
+  const auto& seconds = composition_seconds();
+  return !std::binary_search(seconds.begin(), seconds.end(), cp);
+}
+
 void Normalizer::normalize(std::string_view in, std::string& out) const {
   out.assign(in);
   std::string tmp;

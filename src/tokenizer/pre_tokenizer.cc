@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "tokenizer/unicode_compat.h"
+#include "tokenizer/utf8.h"
 
 namespace m3::tok {
 namespace {
@@ -25,6 +26,12 @@ constexpr const char* kWhiteSpaceClass =
 // The GPT-2 pattern HF's ByteLevel pre-tokenizer applies when use_regex is true.
 constexpr const char* kGpt2Pattern =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+
+// The o200k pattern (MiniMax-M3's Split regex), for which splits_between() knows word boundaries.
+constexpr const char* kO200kPattern =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 // Rewrites the escapes whose meaning depends on Unicode data so that PCRE2 answers as Oniguruma in HF does:
 // \s and \S become the White_Space set, and \p{L}-style general categories gain the code points Unicode
@@ -214,8 +221,9 @@ void PreTokenizer::add_steps(const nlohmann::json& section, const std::string& p
     if (pat == section.end() || !pat->is_object())
       fail(ErrorKind::kCorruptData, where + " Split lacks \"pattern\"");
     if (pat->contains("Regex")) {
-      step.regex =
-          std::make_shared<Regex>(string_field(*pat, "Regex", where + " Split pattern"), where + " Split");
+      const std::string& regex = string_field(*pat, "Regex", where + " Split pattern");
+      step.regex = std::make_shared<Regex>(regex, where + " Split");
+      step.o200k = regex == kO200kPattern;
     } else if (pat->contains("String")) {
       step.regex = std::make_shared<Regex>(
           escape_literal(string_field(*pat, "String", where + " Split pattern")), where + " Split");
@@ -255,7 +263,32 @@ PreTokenizer PreTokenizer::from_json(const nlohmann::json& section, const std::s
   PreTokenizer p;
   add_steps(section, path, p.steps_);
   for (const Step& s : p.steps_) p.byte_level_ |= s.kind == Step::Kind::kByteLevel;
+  p.o200k_first_ = !p.steps_.empty() && p.steps_[0].kind == Step::Kind::kSplit && p.steps_[0].o200k &&
+                   p.steps_[0].behavior == Behavior::kIsolated;
   return p;
+}
+
+// Only the first step sees the whole text: every later step maps each piece on its own. So the claim holds
+// when the first step's pieces for a + b are those of a followed by those of b. For an Isolated Split the
+// pieces are the regex matches and the gaps between them, and every code point starts a match of the o200k
+// pattern (letters and marks: the first two alternatives; numbers: the third; White_Space: the last; all
+// else: ` ?[^\s\p{L}\p{N}]+`), so there are no gaps and the matches tile the text. find_all()'s only state
+// between matches is the offset, and the pattern has no lookbehind or anchor, so matching b alone gives the
+// matches of a + b from |a| on, provided one of them ends exactly at |a| and matching a alone finds the
+// ones before. Both hold when the match holding `before` cannot go on through `at`, and reading `at` instead
+// of the end of the subject changes no decision of the matcher:
+// - before '\n', at neither White_Space nor '/': only ` ?[^\s\p{L}\p{N}]+[\r\n/]*`, `\s*[\r\n]+`,
+//   `\s+(?!\S)` and `\s+` can take a '\n'. The first two stop at `at` as at the end ([\r\n/]*, \s* and
+//   [\r\n]+ refuse it). The last two are tried only where `\s*[\r\n]+` failed, which it never does from
+//   inside a White_Space run that reaches this '\n', so they never hold it.
+// - before an ASCII letter, at ' ': only the first two alternatives can take a letter, and every item that
+//   can follow one there (the letter/mark classes, the rest of a contraction such as 're) refuses a space
+//   just as it refuses the end of the subject.
+bool PreTokenizer::splits_between(char32_t before, char32_t at) const {
+  if (!o200k_first_) return false;
+  if (before == '\n') return at != '/' && !is_unicode_whitespace(at);
+  const bool ascii_letter = (before >= 'a' && before <= 'z') || (before >= 'A' && before <= 'Z');
+  return ascii_letter && at == ' ';
 }
 
 // Cuts `piece` at the regex matches and regroups the parts the way HF's SplitDelimiterBehavior does.

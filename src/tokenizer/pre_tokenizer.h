@@ -47,6 +47,11 @@ class PreTokenizer {
   void split(std::string_view text, std::vector<std::string_view>& out,
              std::deque<std::string>& storage) const;
 
+  // Whether split(a + b) == split(a) followed by split(b) for every a ending in code point `before` and b
+  // starting with `at`. True only for pairs the first step's pattern is known to end a word between (the
+  // o200k pattern, see the .cc); false for every pair under any other first step.
+  bool splits_between(char32_t before, char32_t at) const;
+
  private:
   enum class Behavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
   struct Step {
@@ -55,6 +60,7 @@ class PreTokenizer {
     Behavior behavior = Behavior::kIsolated;
     bool invert = false;
     bool add_prefix_space = false;
+    bool o200k = false;  // a Split whose regex is exactly kO200kPattern
   };
 
   static void add_steps(const nlohmann::json& section, const std::string& path, std::vector<Step>& steps);
@@ -62,6 +68,7 @@ class PreTokenizer {
 
   std::vector<Step> steps_;
   bool byte_level_ = false;
+  bool o200k_first_ = false;  // steps_[0] is an Isolated Split with exactly kO200kPattern
 };
 
 }  // namespace m3::tok

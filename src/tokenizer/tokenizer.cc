@@ -2,6 +2,7 @@
 // normalized text -> pre-tokenizer -> BPE per word. Decoding uses a table of each id's bytes built at load
 // time. The decoder and post_processor sections are only accepted when they change nothing beyond that
 // (ByteLevel); truncation and padding are encode-batch options the server applies itself and are ignored.
+// Long texts are encoded on several threads (parallel_encode.h) with the same result as on one.
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "tokenizer/byte_level.h"
 #include "tokenizer/json_loader.h"
 #include "tokenizer/normalizer.h"
+#include "tokenizer/parallel_encode.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/segment_cache.h"
 #include "tokenizer/utf8.h"
@@ -47,13 +49,18 @@ void check_byte_level_only(const nlohmann::json& section, const std::string& nam
   fail(ErrorKind::kUnsupported, where + ".type \"" + type + "\" is not supported (only ByteLevel)");
 }
 
+[[noreturn]] void fail_invalid_utf8(size_t byte) {
+  fail(ErrorKind::kInvalidArgument,
+       "tokenizer: text to encode is not valid UTF-8 (byte " + std::to_string(byte) + ")");
+}
+
 }  // namespace
 
 class TokenizerImpl {
  public:
   explicit TokenizerImpl(TokenizerJson file);
 
-  void encode(std::string_view text, bool parse_special, std::vector<int32_t>& ids) const;
+  void encode(std::string_view text, bool parse_special, size_t threads, std::vector<int32_t>& ids) const;
 
   std::string path;
   Normalizer normalizer;
@@ -74,6 +81,10 @@ class TokenizerImpl {
   void encode_segment(std::string_view text, bool parse_special, std::vector<int32_t>& ids) const;
   void encode_normalized(std::string_view text, bool parse_special, std::vector<int32_t>& ids) const;
   void encode_words(std::string_view text, std::vector<int32_t>& ids) const;
+  void split_parallel(std::string_view text, bool parse_special, size_t threads,
+                      std::vector<AddedTokens::Segment>& parts) const;
+  void encode_parallel(std::string_view text, std::span<const AddedTokens::Segment> parts, bool parse_special,
+                       size_t threads, std::vector<int32_t>& ids) const;
 };
 
 TokenizerImpl::TokenizerImpl(TokenizerJson file) : path(file.path) {
@@ -155,23 +166,153 @@ void TokenizerImpl::encode_segment(std::string_view text, bool parse_special,
   segments.insert(text, parse_special, std::span<const int32_t>(ids).subspan(begin));
 }
 
-void TokenizerImpl::encode(std::string_view text, bool parse_special, std::vector<int32_t>& ids) const {
-  if (size_t bad = find_invalid_utf8(text); bad != std::string_view::npos) {
-    fail(ErrorKind::kInvalidArgument,
-         "tokenizer: text to encode is not valid UTF-8 (byte " + std::to_string(bad) + ")");
-  }
-  if (!added.has_stage(AddedTokens::Stage::kRaw)) {
-    encode_segment(text, parse_special, ids);
-    return;
-  }
+void TokenizerImpl::encode(std::string_view text, bool parse_special, size_t threads,
+                           std::vector<int32_t>& ids) const {
   std::vector<AddedTokens::Segment> parts;
-  added.split(text, AddedTokens::Stage::kRaw, parse_special, parts);
+  // Cut points say nothing about added tokens matched after normalization (parallel_encode.h).
+  threads = encode_threads(text.size(), threads);
+  if (threads > 1 && !added.has_stage(AddedTokens::Stage::kNormalized)) {
+    split_parallel(text, parse_special, threads, parts);
+    return encode_parallel(text, parts, parse_special, threads, ids);
+  }
+  if (size_t bad = find_invalid_utf8(text); bad != std::string_view::npos) fail_invalid_utf8(bad);
+  if (added.has_stage(AddedTokens::Stage::kRaw)) {
+    added.split(text, AddedTokens::Stage::kRaw, parse_special, parts);
+  } else if (!text.empty()) {
+    parts.push_back({0, text.size(), -1});
+  }
   for (const auto& seg : parts) {
     if (seg.id >= 0) {
       ids.push_back(seg.id);
     } else {
       encode_segment(text.substr(seg.start, seg.end - seg.start), parse_special, ids);
     }
+  }
+}
+
+// UTF-8 validation and the raw-stage added-token split of encode(), on parts cut by raw_cut_points(). A plain
+// segment that runs across a cut comes back in two pieces, joined again here: split() never emits two plain
+// segments in a row.
+void TokenizerImpl::split_parallel(std::string_view text, bool parse_special, size_t threads,
+                                   std::vector<AddedTokens::Segment>& parts) const {
+  const std::vector<size_t> starts = raw_cut_points(text, threads * 4, added);
+  std::vector<size_t> bad(starts.size(), std::string_view::npos);
+  std::vector<std::vector<AddedTokens::Segment>> split(starts.size());
+  run_parallel(starts.size(), threads, [&](size_t i) {
+    const size_t end = i + 1 < starts.size() ? starts[i + 1] : text.size();
+    const std::string_view part = text.substr(starts[i], end - starts[i]);
+    if (size_t b = find_invalid_utf8(part); b != std::string_view::npos) bad[i] = starts[i] + b;
+    if (added.has_stage(AddedTokens::Stage::kRaw)) {
+      added.split(part, AddedTokens::Stage::kRaw, parse_special, split[i]);
+    } else {
+      split[i].push_back({0, part.size(), -1});
+    }
+    for (auto& seg : split[i]) {
+      seg.start += starts[i];
+      seg.end += starts[i];
+    }
+  });
+  for (size_t b : bad) {
+    if (b != std::string_view::npos) fail_invalid_utf8(b);
+  }
+  for (const auto& segs : split) {
+    for (const auto& seg : segs) {
+      if (seg.id < 0 && !parts.empty() && parts.back().id < 0 && parts.back().end == seg.start) {
+        parts.back().end = seg.end;
+      } else {
+        parts.push_back(seg);
+      }
+    }
+  }
+}
+
+// The segments in order become units of work: an added token, a segment encoded whole (through the cache
+// as on one thread), the cached ids of a long segment, or a piece of a long segment cut at cut_points().
+// Consecutive units are grouped into tasks of about `piece` bytes, several per thread so that uneven text
+// (CJK costs more per byte than ASCII) still keeps every thread busy; task outputs are joined in order.
+void TokenizerImpl::encode_parallel(std::string_view text, std::span<const AddedTokens::Segment> parts,
+                                    bool parse_special, size_t threads, std::vector<int32_t>& ids) const {
+  struct Unit {
+    enum class Kind { kToken, kSegment, kCached, kPiece } kind;
+    std::string_view text;  // kSegment, kPiece
+    int32_t id = -1;        // kToken: the id; kCached: index into `cached`
+  };
+  struct LongSegment {  // a segment cut into pieces, remembered in the cache once encoded
+    std::string_view text;
+    size_t first_unit, end_unit;
+  };
+  const size_t piece = std::max(kBytesPerThread / 4, text.size() / (threads * 4));
+  std::vector<Unit> units;
+  std::vector<std::vector<int32_t>> cached;
+  std::vector<LongSegment> long_segments;
+  for (const auto& seg : parts) {
+    const std::string_view s = text.substr(seg.start, seg.end - seg.start);
+    if (seg.id >= 0) {
+      units.push_back({Unit::Kind::kToken, {}, seg.id});
+    } else if (s.size() <= piece) {
+      units.push_back({Unit::Kind::kSegment, s});
+    } else if (std::vector<int32_t> hit; segments.find(s, parse_special, hit)) {
+      units.push_back({Unit::Kind::kCached, {}, static_cast<int32_t>(cached.size())});
+      cached.push_back(std::move(hit));
+    } else {
+      const std::vector<size_t> starts = cut_points(s, piece, normalizer, pre_tokenizer);
+      long_segments.push_back({s, units.size(), units.size() + starts.size()});
+      for (size_t i = 0; i < starts.size(); ++i) {
+        const size_t end = i + 1 < starts.size() ? starts[i + 1] : s.size();
+        units.push_back({Unit::Kind::kPiece, s.substr(starts[i], end - starts[i])});
+      }
+    }
+  }
+  std::vector<size_t> task_starts;  // first unit of each task
+  for (size_t u = 0, bytes = piece; u < units.size(); ++u) {
+    if (bytes >= piece) {
+      task_starts.push_back(u);
+      bytes = 0;
+    }
+    bytes += units[u].text.size();
+  }
+  task_starts.push_back(units.size());
+
+  std::vector<std::vector<int32_t>> outputs(task_starts.size() - 1);
+  std::vector<size_t> unit_ids(units.size());  // how many ids each unit produced
+  run_parallel(outputs.size(), threads, [&](size_t t) {
+    std::vector<int32_t>& out = outputs[t];
+    size_t bytes = 0;
+    for (size_t u = task_starts[t]; u < task_starts[t + 1]; ++u) bytes += units[u].text.size();
+    out.reserve(bytes / 3 + 16);
+    for (size_t u = task_starts[t]; u < task_starts[t + 1]; ++u) {
+      const size_t before = out.size();
+      const Unit& unit = units[u];
+      switch (unit.kind) {
+        case Unit::Kind::kToken:
+          out.push_back(unit.id);
+          break;
+        case Unit::Kind::kSegment:
+          encode_segment(unit.text, parse_special, out);
+          break;
+        case Unit::Kind::kCached:
+          out.insert(out.end(), cached[unit.id].begin(), cached[unit.id].end());
+          break;
+        case Unit::Kind::kPiece:
+          encode_normalized(unit.text, parse_special, out);
+          break;
+      }
+      unit_ids[u] = out.size() - before;
+    }
+  });
+
+  const size_t base = ids.size();
+  size_t total = 0;
+  for (const auto& out : outputs) total += out.size();
+  ids.reserve(base + total);
+  for (const auto& out : outputs) ids.insert(ids.end(), out.begin(), out.end());
+  size_t offset = base, u = 0;
+  for (const LongSegment& seg : long_segments) {
+    for (; u < seg.first_unit; ++u) offset += unit_ids[u];
+    size_t end = offset;
+    for (; u < seg.end_unit; ++u) end += unit_ids[u];
+    segments.insert(seg.text, parse_special, std::span<const int32_t>(ids).subspan(offset, end - offset));
+    offset = end;
   }
 }
 
@@ -182,9 +323,14 @@ Tokenizer Tokenizer::load(const std::string& path) {
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {
+  return encode_with_threads(text, tok::max_encode_threads(), parse_special);
+}
+
+std::vector<int32_t> Tokenizer::encode_with_threads(std::string_view text, size_t threads,
+                                                    bool parse_special) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
-  impl_->encode(text, parse_special, ids);
+  impl_->encode(text, parse_special, threads, ids);
   return ids;
 }
 

@@ -28,8 +28,12 @@ class Tokenizer {
   // Ids for `text`, exactly as HF's Tokenizer.encode(text).ids (no BOS/EOS are added). With parse_special
   // false, special added tokens are not recognised and their text is tokenized like any other (HF's
   // split_special_tokens); non-special added tokens are still matched. Throws kInvalidArgument when `text` is
-  // not valid UTF-8.
+  // not valid UTF-8. Texts of 256 KiB and more are encoded on several threads (as many as the hardware has,
+  // or M3_TOKENIZER_THREADS; see tokenizer/parallel_encode.h), with the same result as on one.
   std::vector<int32_t> encode(std::string_view text, bool parse_special = true) const;
+  // encode() on at most `threads` threads (1: the single-threaded path) instead of the default.
+  std::vector<int32_t> encode_with_threads(std::string_view text, size_t threads,
+                                           bool parse_special = true) const;
 
   // Text for `ids`, as HF's decode: bytes of every known id concatenated (special ids omitted when
   // skip_special_tokens), then invalid UTF-8 replaced by U+FFFD. Unknown ids are skipped, as in HF.

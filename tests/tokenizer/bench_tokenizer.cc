@@ -1,8 +1,12 @@
-// m3_tokenizer_bench: load time of the MiniMax-M3 tokenizer.json and encode/decode throughput. Not a test;
-// run from the repository root: build/tests/tokenizer/m3_tokenizer_bench [tokenizer.json].
+// m3_tokenizer_bench: load time of the MiniMax-M3 tokenizer.json, encode/decode throughput, and one long
+// prompt (about 1M tokens) encoded on 1, 2, 4, ... threads. Not a test; run from the repository root:
+// build/tests/tokenizer/m3_tokenizer_bench [tokenizer.json] [--threads 1,2,4,8,16] [--long-only]
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -10,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/incremental_detokenizer.h"
+#include "tokenizer/parallel_encode.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -45,10 +50,79 @@ void bench_encode(const m3::Tokenizer& tok, const std::string& name, const std::
   }
 }
 
+// About `bytes` of mixed text: the corpus goldens (code, prose in many scripts, CJK, emoji, digits,
+// whitespace runs, chat markers) in a seeded random order, each entry numbered so that repeats are not
+// identical.
+std::string long_prompt(size_t bytes) {
+  const auto corpus = nlohmann::json::parse(read_file("tests/fixtures/tokenizer/corpus_goldens.json"));
+  std::vector<std::string> entries;
+  for (const auto& e : corpus["entries"]) entries.push_back(e["text"].get<std::string>());
+  std::mt19937 rng(1);
+  std::string text;
+  for (size_t n = 0; text.size() < bytes; ++n) {
+    text += entries[rng() % entries.size()];
+    text += "\n[" + std::to_string(n) + "]\n";
+  }
+  return text;
+}
+
+// The long prompt encoded with each thread count, its chat markers parsed (many segments between them) and
+// not (one 4 MB segment). Every run uses a freshly loaded tokenizer, so neither the segment cache nor the BPE
+// word cache holds anything of the prompt (a new, long request). Median of 5 runs.
+void bench_long_prompt(const std::string& path, const std::vector<size_t>& thread_counts) {
+  const std::string text = long_prompt(4'000'000);
+  for (bool parse_special : {true, false}) {
+    std::vector<int32_t> reference;
+    double base_ms = 0;
+    for (size_t threads : thread_counts) {
+      std::vector<double> ms;
+      std::vector<int32_t> ids;
+      for (int run = 0; run < 5; ++run) {
+        const m3::Tokenizer tok = m3::Tokenizer::load(path);
+        auto t0 = std::chrono::steady_clock::now();
+        ids = tok.encode_with_threads(text, threads, parse_special);
+        ms.push_back(seconds_since(t0) * 1e3);
+      }
+      std::sort(ms.begin(), ms.end());
+      const double median = ms[ms.size() / 2];
+      if (reference.empty()) {
+        reference = ids;
+        base_ms = median;
+      }
+      std::printf(
+          "long prompt %.2f MB, markers %-7s %zu tokens, %3zu threads (%zu used): %7.1f ms = %6.2f "
+          "Mtok/s, x%.2f%s\n",
+          text.size() / 1e6, parse_special ? "parsed," : "text,", ids.size(), threads,
+          m3::tok::encode_threads(text.size(), threads), median, ids.size() / 1e3 / median, base_ms / median,
+          ids == reference ? "" : "  IDS DIFFER");
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string path = argc > 1 ? argv[1] : "tests/fixtures/minimax-m3/tokenizer.json";
+  std::string path = "tests/fixtures/minimax-m3/tokenizer.json";
+  std::vector<size_t> thread_counts;
+  bool long_only = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+      std::stringstream list(argv[++i]);
+      for (std::string item; std::getline(list, item, ',');) thread_counts.push_back(std::stoul(item));
+    } else if (std::strcmp(argv[i], "--long-only") == 0) {
+      long_only = true;
+    } else {
+      path = argv[i];
+    }
+  }
+  if (thread_counts.empty()) {
+    for (size_t t = 1; t < m3::tok::max_encode_threads(); t *= 2) thread_counts.push_back(t);
+    thread_counts.push_back(m3::tok::max_encode_threads());
+  }
+  if (long_only) {
+    bench_long_prompt(path, thread_counts);
+    return 0;
+  }
   double best = 1e9;
   for (int i = 0; i < 3; ++i) {
     auto t0 = std::chrono::steady_clock::now();
@@ -86,5 +160,8 @@ int main(int argc, char** argv) {
   s = seconds_since(t0);
   std::printf("incremental detokenize: %zu tokens in %.3f s = %.1f Mtok/s (%s)\n", ids.size(), s,
               ids.size() / 1e6 / s, bytes == decoded.size() ? "matches decode" : "MISMATCH");
+
+  // 4. One long prompt on several threads.
+  bench_long_prompt(path, thread_counts);
   return bytes == decoded.size() ? 0 : 1;
 }
