@@ -16,7 +16,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := build-essential cmake ninja-build pkg-config git clang libclang-rt-14-dev \
   nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libyaml-cpp-dev libgtest-dev libgmock-dev \
   libboost-dev zlib1g-dev libbrotli-dev libjpeg62-turbo-dev libpng-dev libwebp-dev \
-  libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libopenmpi-dev openmpi-bin curl patchelf
+  libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libcurl4-openssl-dev libopenmpi-dev openmpi-bin curl patchelf
 
 ifeq ($(CUDA),1)
   NVCC := $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)

@@ -10,6 +10,7 @@
 
 #include "common/ascii.h"
 #include "common/error.h"
+#include "media/media_fetch.h"
 
 namespace m3::media {
 namespace {
@@ -171,16 +172,28 @@ bool host_allowed(const std::string& host, const std::vector<std::string>& domai
   });
 }
 
-std::vector<uint8_t> load_remote_url(std::string_view url, const std::string& scheme,
-                                     const MediaPolicy& policy) {
-  std::string_view rest = url.substr(scheme.size() + 1);
+std::string url_scheme(std::string_view url);
+
+// An http(s) URL of an allowed host, and every redirect's target likewise.
+void check_remote(const std::string& url, const MediaPolicy& policy) {
+  const std::string scheme = url_scheme(url);
+  if (scheme != "http" && scheme != "https")
+    invalid("redirected to a URL that is not http(s): " + quote(url));
+  std::string_view rest = std::string_view(url).substr(scheme.size() + 1);
   if (!rest.starts_with("//")) invalid("malformed " + scheme + ":// URL " + quote(url));
   if (!host_allowed(url_host(rest.substr(2)), policy.allowed_media_domains))
-    invalid(
-        "remote media URLs are disabled; the server allows only domains listed in --allowed-media-domains");
-  if (scheme == "https")
-    invalid("fetching https:// media is not supported by this server; send the image as a data: URL");
-  invalid("fetching remote media is not supported by this server yet; send the image as a data: URL");
+    invalid(policy.allowed_media_domains.empty()
+                ? "remote media URLs are disabled; the server allows only domains listed in "
+                  "--allowed-media-domains"
+                : "the host of " + quote(url) + " is not in --allowed-media-domains");
+}
+
+std::vector<uint8_t> load_remote_url(const std::string& url, const MediaPolicy& policy) {
+  check_remote(url, policy);
+  FetchLimits limits;
+  limits.max_bytes = policy.max_bytes;
+  limits.timeout_ms = policy.fetch_timeout_ms;
+  return fetch_url(url, limits, [&](const std::string& u) { check_remote(u, policy); });
 }
 
 // The URL's scheme, lower-cased, or "" when it has none.
@@ -206,7 +219,7 @@ std::vector<uint8_t> load_media_url(const std::string& url, const MediaPolicy& p
       invalid("file:// URLs must name an absolute local path (file:///path), not " + quote(url));
     return load_file_url(url, policy);
   }
-  if (scheme == "http" || scheme == "https") return load_remote_url(url, scheme, policy);
+  if (scheme == "http" || scheme == "https") return load_remote_url(url, policy);
   if (scheme.empty())
     invalid("unsupported image URL scheme in " + quote(url) +
             "; expected a data:, file:// or http(s):// URL");

@@ -1,6 +1,7 @@
-// Where a request's image comes from: an OpenAI image_url / video_url "url" (data: URLs with base64, file://
-// paths under --allowed-local-media-path, http(s) URLs only for hosts in --allowed-media-domains) or an
-// Anthropic base64 source. Returns the encoded bytes; decoding is image_decode.h's.
+// Where a request's image or video comes from: an OpenAI image_url / video_url "url" (data: URLs with base64,
+// file:// paths under --allowed-local-media-path, http(s) URLs only for hosts in --allowed-media-domains,
+// fetched with media_fetch.h) or an Anthropic base64 source. Returns the encoded bytes; decoding is
+// image_decode.h's and video_decode.h's.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@ struct MediaPolicy {
   std::string allowed_local_media_path;            // file:// URLs must resolve inside it; empty: refused
   std::vector<std::string> allowed_media_domains;  // http(s) hosts that may be fetched; empty: refused
   size_t max_bytes = size_t(20) << 20;
+  int fetch_timeout_ms = 30000;  // an http(s) transfer, redirects each on their own
 };
 
 // The bytes a URL names. Throws m3::Error(kInvalidArgument) naming the problem and, where a server flag would

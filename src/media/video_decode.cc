@@ -69,6 +69,23 @@ struct MemoryReader {
 class Demuxer {
  public:
   explicit Demuxer(std::span<const uint8_t> bytes) : reader_{bytes} {
+    try {
+      open();
+    } catch (...) {  // a constructor that throws runs no destructor
+      release();
+      throw;
+    }
+  }
+  ~Demuxer() { release(); }
+  Demuxer(const Demuxer&) = delete;
+  Demuxer& operator=(const Demuxer&) = delete;
+
+  AVFormatContext* fmt() const { return fmt_; }
+  AVStream* stream() const { return fmt_->streams[stream_index_]; }
+  int stream_index() const { return stream_index_; }
+
+ private:
+  void open() {
     constexpr int kBuffer = 64 << 10;
     auto* buffer = static_cast<uint8_t*>(libav().av_malloc(kBuffer));
     if (!buffer) fail(ErrorKind::kInternal, "out of memory for the video reader");
@@ -94,21 +111,14 @@ class Demuxer {
     stream_index_ = libav().av_find_best_stream(fmt_, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
     if (stream_index_ < 0) invalid("the file has no video stream");
   }
-  ~Demuxer() {
+  void release() {
     if (fmt_) libav().avformat_close_input(&fmt_);
     if (io_) {
       libav().av_freep(&io_->buffer);
       libav().avio_context_free(&io_);
     }
   }
-  Demuxer(const Demuxer&) = delete;
-  Demuxer& operator=(const Demuxer&) = delete;
 
-  AVFormatContext* fmt() const { return fmt_; }
-  AVStream* stream() const { return fmt_->streams[stream_index_]; }
-  int stream_index() const { return stream_index_; }
-
- private:
   MemoryReader reader_;
   AVIOContext* io_ = nullptr;
   AVFormatContext* fmt_ = nullptr;

@@ -128,30 +128,22 @@ TEST(MediaUrl, UnsupportedSchemes) {
   EXPECT_LT(message.size(), 200u);
 }
 
-TEST(MediaUrl, RemoteUrlsRefused) {
+TEST(MediaUrl, RemoteUrlsOnlyForAllowedHosts) {
   const std::string disabled =
       "remote media URLs are disabled; the server allows only domains listed in --allowed-media-domains";
-  const std::string https =
-      "fetching https:// media is not supported by this server; send the image as a data: URL";
-  const std::string http =
-      "fetching remote media is not supported by this server yet; send the image as a data: URL";
   EXPECT_EQ(load_error("https://example.com/cat.png"), disabled);
   EXPECT_EQ(load_error("http://example.com/cat.png"), disabled);
 
   MediaPolicy policy;
   policy.allowed_media_domains = {"images.example.com", "[::1]"};
-  EXPECT_EQ(load_error("https://images.example.com/cat.png", policy), https);
-  EXPECT_EQ(load_error("HTTPS://IMAGES.Example.COM:443/cat.png?x=1", policy), https);
-  EXPECT_EQ(load_error("http://images.example.com./cat.png", policy), http);
-  EXPECT_EQ(load_error("http://user:pw@images.example.com:8080", policy), http);
-  EXPECT_EQ(load_error("https://[::1]:8443/a.png", policy), https);
+  const std::string not_allowed = "is not in --allowed-media-domains";
   // Host confusion: the host is what an HTTP client would connect to.
-  EXPECT_EQ(load_error("https://images.example.com@evil.com/cat.png", policy), disabled);
-  EXPECT_EQ(load_error("https://evil.com\\@images.example.com/cat.png", policy), disabled);
-  EXPECT_EQ(load_error("https://images.example.com.evil.com/cat.png", policy), disabled);
-  EXPECT_EQ(load_error("https://evil.com/images.example.com", policy), disabled);
-  EXPECT_EQ(load_error("https://evil.com#@images.example.com", policy), disabled);
-  EXPECT_EQ(load_error("https:///cat.png", policy), disabled);
+  EXPECT_CONTAINS(load_error("https://images.example.com@evil.com/cat.png", policy), not_allowed);
+  EXPECT_CONTAINS(load_error("https://evil.com\\@images.example.com/cat.png", policy), not_allowed);
+  EXPECT_CONTAINS(load_error("https://images.example.com.evil.com/cat.png", policy), not_allowed);
+  EXPECT_CONTAINS(load_error("https://evil.com/images.example.com", policy), not_allowed);
+  EXPECT_CONTAINS(load_error("https://evil.com#@images.example.com", policy), not_allowed);
+  EXPECT_CONTAINS(load_error("https:///cat.png", policy), not_allowed);
   EXPECT_CONTAINS(load_error("https:images.example.com/cat.png", policy), "malformed https:// URL");
 }
 
