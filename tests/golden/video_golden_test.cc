@@ -16,6 +16,7 @@
 #include "media/image_preprocess.h"
 #include "media/video_decode.h"
 #include "support/engine_run.h"
+#include "support/golden_tensors.h"
 #include "support/model_fixtures.h"
 #include "support/requests.h"
 
@@ -24,25 +25,9 @@ namespace {
 
 const std::string kDir = "tests/fixtures/vision/";
 
-struct Goldens {
-  SafetensorsFile file{kDir + "video_goldens.safetensors"};
-  nlohmann::json meta;
-  Goldens() { std::ifstream(kDir + "video_goldens.json") >> meta; }
-  std::vector<float> f32(const std::string& name) const {
-    const TensorInfo* t = file.find(name);
-    EXPECT_NE(t, nullptr) << name;
-    if (!t) return {};
-    EXPECT_EQ(t->dtype, DType::kF32) << name;
-    const float* p = reinterpret_cast<const float*>(file.tensor_data(*t));
-    return {p, p + t->numel()};
-  }
+struct Goldens : GoldenTensors {
+  Goldens() : GoldenTensors(kDir + "video_goldens") {}
 };
-
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << path;
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 std::string stem(const std::string& file) {
   return file.substr(0, file.find('.'));
@@ -71,13 +56,6 @@ media::VisionPatches decode_and_preprocess(const nlohmann::json& v, media::Video
                                                   {}, {}, [&](media::RgbImage&& f) { frames.push_back(f); });
   if (info) *info = vi;
   return media::preprocess_video(frames, media::video_processor_config());
-}
-
-float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  float m = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::abs(a[i] - b[i]));
-  return m;
 }
 
 TEST(VideoGolden, PixelValuesMatchTheVideoProcessor) {

@@ -18,6 +18,7 @@
 #include "media/image_preprocess.h"
 #include "model/vision_tower.h"
 #include "support/engine_run.h"
+#include "support/golden_tensors.h"
 #include "support/model_fixtures.h"
 #include "support/requests.h"
 
@@ -26,44 +27,12 @@ namespace {
 
 const std::string kDir = "tests/fixtures/vision/";
 
-struct Goldens {
-  SafetensorsFile file{kDir + "goldens.safetensors"};
-  nlohmann::json meta;
-  Goldens() { std::ifstream(kDir + "goldens.json") >> meta; }
-  bool has(const std::string& name) const { return file.find(name) != nullptr; }
-  std::vector<float> f32(const std::string& name) const {
-    const TensorInfo* t = file.find(name);
-    EXPECT_NE(t, nullptr) << name;
-    if (!t) return {};
-    EXPECT_EQ(t->dtype, DType::kF32) << name;
-    const float* p = reinterpret_cast<const float*>(file.tensor_data(*t));
-    return {p, p + t->numel()};
-  }
-  std::vector<uint8_t> u8(const std::string& name) const {
-    const TensorInfo* t = file.find(name);
-    EXPECT_NE(t, nullptr) << name;
-    if (!t) return {};
-    EXPECT_EQ(t->dtype, DType::kU8) << name;
-    const uint8_t* p = file.tensor_data(*t);
-    return {p, p + t->numel()};
-  }
+struct Goldens : GoldenTensors {
+  Goldens() : GoldenTensors(kDir + "goldens") {}
 };
-
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << path;
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 media::VisionPatches preprocess_file(const std::string& file) {
   return media::preprocess_image(media::decode_image(read_bytes(kDir + "images/" + file)));
-}
-
-float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  float m = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::abs(a[i] - b[i]));
-  return m;
 }
 
 TEST(VisionGolden, DecodeResizeAndPatchesMatchTheProcessor) {

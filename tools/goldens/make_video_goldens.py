@@ -116,7 +116,7 @@ def main():
 
     results = []
     for name, ids, pv, grid in prompts:
-        res = run_with_video(model, ids, pv, grid, 8)
+        res = mv.run_greedy(model, ids, 8, pixel_values_videos=pv.to(mg.DEV), video_grid_thw=grid.to(mg.DEV))
         res["video"] = name
         results.append(res)
         print(f"   generate with {name}: {res['output_token_ids']} (min margin "
@@ -128,23 +128,6 @@ def main():
                  "video_prompts": results})
     with open(os.path.join(out_dir, "vision", "video_goldens.json"), "w") as f:
         json.dump(meta, f, indent=1)
-
-
-@torch.no_grad()
-def run_with_video(model, prompt, pv, grid, max_tokens):
-    ids = torch.tensor([prompt], device=mg.DEV)
-    out = model(input_ids=ids, pixel_values_videos=pv.to(mg.DEV), video_grid_thw=grid.to(mg.DEV), use_cache=True)
-    res = {"prompt_token_ids": prompt, "max_tokens": max_tokens, "output_token_ids": [], "steps": []}
-    past, logits = out.past_key_values, out.logits[0, -1]
-    for _ in range(max_tokens):
-        vals, idx = torch.topk(logits.float(), mg.TOPN)
-        res["steps"].append({"top_ids": idx.tolist(), "top_logits": [round(float(v), 7) for v in vals.tolist()],
-                             "margin": float(vals[0] - vals[1])})
-        nxt = int(idx[0])
-        res["output_token_ids"].append(nxt)
-        out = model(input_ids=torch.tensor([[nxt]], device=mg.DEV), past_key_values=past, use_cache=True)
-        past, logits = out.past_key_values, out.logits[0, -1]
-    return res
 
 
 if __name__ == "__main__":

@@ -210,8 +210,14 @@ def main():
 
 @torch.no_grad()
 def run_with_image(model, prompt, pv, grid, max_tokens):
+    return run_greedy(model, prompt, max_tokens, pixel_values=pv.to(DEV), image_grid_thw=grid.to(DEV))
+
+
+@torch.no_grad()
+def run_greedy(model, prompt, max_tokens, **media):
+    """Greedy generation with the image or video inputs `media` (the model's keyword arguments) in the prompt."""
     ids = torch.tensor([prompt], device=DEV)
-    out = model(input_ids=ids, pixel_values=pv.to(DEV), image_grid_thw=grid.to(DEV), use_cache=True)
+    out = model(input_ids=ids, use_cache=True, **media)
     res = {"prompt_token_ids": prompt, "max_tokens": max_tokens, "output_token_ids": [], "steps": []}
     res["prefill_last_logits"] = [round(float(x), 7) for x in out.logits[0, -1].tolist()]
     past, logits = out.past_key_values, out.logits[0, -1]
