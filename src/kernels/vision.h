@@ -1,6 +1,5 @@
 // Launchers of the vision tower's kernels (model/cuda_vision.h): LayerNorm with bias, bias (+ exact GELU),
-// the 3D RoPE of q and k, the row softmax of attention scores, and the fused attention. fp32 in; bf16 out
-// where a GEMM reads next.
+// the 3D RoPE of q and k, and the row softmax of attention scores. fp32 in; bf16 out where a GEMM reads next.
 #pragma once
 
 #include <cstdint>
@@ -29,13 +28,5 @@ void vision_rope(const float* q, const float* k, int64_t ld, const float* cos, c
 void softmax_rows(const float* scores, int64_t rows, int cols, __nv_bfloat16* p, cudaStream_t s);
 // out = bf16(x)
 void to_bf16(const float* x, int64_t n, __nv_bfloat16* out, cudaStream_t s);
-
-// Bidirectional attention of `len` rows over `heads` heads (vision_attention.cu, scores never in HBM): row i,
-// head h of out ([len][ldo] fp32, columns h * head_dim ...) = softmax(q_i . k_j / sqrt(head_dim)) v_j over
-// all j, with q, k rows of ldqk and v rows of ldv bf16 elements, head h at column h * head_dim of each.
-bool vision_flash_attention_supported(int head_dim, int64_t ldqk, int64_t ldv, int64_t ldo);
-void vision_flash_attention(const __nv_bfloat16* q, const __nv_bfloat16* k, int64_t ldqk,
-                            const __nv_bfloat16* v, int64_t ldv, int64_t len, int heads, int head_dim,
-                            float* out, int64_t ldo, cudaStream_t s);
 
 }  // namespace m3::cuda

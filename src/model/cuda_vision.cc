@@ -164,13 +164,7 @@ CudaVisionTower::~CudaVisionTower() {
 void CudaVisionTower::Impl::attention(const bf16* q, const bf16* k, const bf16* v, int ldv, int64_t r0,
                                       int64_t len, float* out) {
   const int heads = vc.num_heads, d = vc.head_dim(), hv = vc.hidden_size;
-  if (cuda::vision_flash_attention_supported(d, hv, ldv, hv)) {  // head_dim 80: the released tower
-    cuda::vision_flash_attention(q + r0 * hv, k + r0 * hv, hv, v + r0 * ldv, ldv, len, heads, d,
-                                 out + r0 * hv, hv, stream);
-    return;
-  }
-  // Otherwise two strided-batched GEMMs around a softmax, heads per pass so that the scores stay within ~512
-  // MB.
+  // Heads per pass, so that the scores stay within ~512 MB.
   const int64_t per_head = len * len * (sizeof(float) + sizeof(bf16));
   const int chunk = int(std::max<int64_t>(1, std::min<int64_t>(heads, (int64_t(512) << 20) / per_head)));
   float* S = buf<float>("scores", size_t(chunk) * len * len);
