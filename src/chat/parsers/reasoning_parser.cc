@@ -14,13 +14,17 @@ ThinkingStart infer_thinking_start(std::string_view prompt) {
   static constexpr std::array<std::string_view, 10> kSpecials = {
       kThinkOpen,      kThinkClose,   "]~b]",         "[e~[",        "]~!b[",
       "]<]minimax[>[", "<tool_call>", "</tool_call>", "]<]image[>[", "]<]video[>["};
-  size_t best_end = 0;
+  // The marker occurrence that ends last (the first marker of the list on a tie), found from the end
+  // backwards: a rendered prompt ends with its generation prefix, so this stops within a few bytes even on a
+  // 4 MB prompt (ten rfind()s over the whole text cost more than tokenizing it).
   std::string_view best;
-  for (std::string_view m : kSpecials) {
-    size_t p = prompt.rfind(m);
-    if (p != std::string_view::npos && p + m.size() > best_end) {
-      best_end = p + m.size();
-      best = m;
+  for (size_t end = prompt.size(); end > 0 && best.empty(); --end) {
+    const char last = prompt[end - 1];
+    for (std::string_view m : kSpecials) {
+      if (m.back() == last && m.size() <= end && prompt.substr(end - m.size(), m.size()) == m) {
+        best = m;
+        break;
+      }
     }
   }
   if (best == kThinkOpen) return ThinkingStart::kStartsInReasoning;
