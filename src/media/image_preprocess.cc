@@ -248,13 +248,25 @@ RgbImage resize_bicubic_antialias(const RgbImage& image, int out_height, int out
   return out;
 }
 
-RgbImage resize_for_vision(const RgbImage& image, const ImageProcessorConfig& config) {
+namespace {
+
+// `image` at the processor's size: itself where smart_resize keeps its size (torchvision hands back the same
+// tensor then), else its antialiased bicubic resize, made in `storage`.
+const RgbImage& at_vision_size(const RgbImage& image, const ImageProcessorConfig& config, RgbImage& storage) {
   check_image(image);
   const int p = config.patch_size, m = config.merge_size;
   if (p < 1 || m < 1) fail(ErrorKind::kInvalidArgument, "patch_size and merge_size must be >= 1");
   const auto [rh, rw] = smart_resize(image.height, image.width, p * m, config.min_pixels, config.max_pixels);
-  // The processor always calls tvF.resize; torchvision hands back the same tensor when the size is unchanged.
-  return resize_bicubic_antialias(image, rh, rw);
+  if (rh == image.height && rw == image.width) return image;
+  storage = resize_bicubic_antialias(image, rh, rw);
+  return storage;
+}
+
+}  // namespace
+
+RgbImage resize_for_vision(RgbImage image, const ImageProcessorConfig& config) {
+  RgbImage resized;
+  return &at_vision_size(image, config, resized) == &image ? std::move(image) : std::move(resized);
 }
 
 VisionPatches patchify_frames(std::span<const RgbImage> frames, const ImageProcessorConfig& config) {
@@ -320,8 +332,8 @@ VisionPatches patchify_frames(std::span<const RgbImage> frames, const ImageProce
 }
 
 VisionPatches preprocess_image(const RgbImage& image, const ImageProcessorConfig& config) {
-  const RgbImage resized = resize_for_vision(image, config);
-  return patchify_frames(std::span<const RgbImage>(&resized, 1), config);
+  RgbImage storage;
+  return patchify_frames(std::span<const RgbImage>(&at_vision_size(image, config, storage), 1), config);
 }
 
 VisionPatches preprocess_video(std::span<const RgbImage> frames, const ImageProcessorConfig& config) {

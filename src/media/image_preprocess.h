@@ -51,8 +51,9 @@ struct AxisFilter {
 };
 AxisFilter bicubic_antialias_filter(int in_size, int out_size);
 
-// The frame an image or video frame becomes: smart_resize's size, resize_bicubic_antialias.
-RgbImage resize_for_vision(const RgbImage& image, const ImageProcessorConfig& config);
+// The frame an image or video frame becomes: smart_resize's size, resize_bicubic_antialias (the image itself,
+// moved, when its size is kept).
+RgbImage resize_for_vision(RgbImage image, const ImageProcessorConfig& config);
 
 // Normalised patches of resized frames (all one size, sides multiples of patch x merge), padded to a multiple
 // of the temporal patch by repeating the last frame: grid t = ceil(frames / temporal_patch_size).

@@ -172,7 +172,18 @@ bool host_allowed(const std::string& host, const std::vector<std::string>& domai
   });
 }
 
-std::string url_scheme(std::string_view url);
+// The URL's scheme, lower-cased, or "" when it has none.
+std::string url_scheme(std::string_view url) {
+  size_t colon = url.find(':');
+  if (colon == std::string_view::npos || colon == 0) return "";
+  for (size_t i = 0; i < colon; ++i) {
+    char c = url[i];
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (i > 0 && ((c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.'));
+    if (!ok) return "";
+  }
+  return ascii_lower(url.substr(0, colon));
+}
 
 // An http(s) URL of an allowed host, and every redirect's target likewise.
 void check_remote(const std::string& url, const MediaPolicy& policy) {
@@ -194,19 +205,6 @@ std::vector<uint8_t> load_remote_url(const std::string& url, const MediaPolicy& 
   limits.max_bytes = policy.max_bytes;
   limits.timeout_ms = policy.fetch_timeout_ms;
   return fetch_url(url, limits, [&](const std::string& u) { check_remote(u, policy); });
-}
-
-// The URL's scheme, lower-cased, or "" when it has none.
-std::string url_scheme(std::string_view url) {
-  size_t colon = url.find(':');
-  if (colon == std::string_view::npos || colon == 0) return "";
-  for (size_t i = 0; i < colon; ++i) {
-    char c = url[i];
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-              (i > 0 && ((c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.'));
-    if (!ok) return "";
-  }
-  return ascii_lower(url.substr(0, colon));
 }
 
 }  // namespace

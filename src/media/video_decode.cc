@@ -241,8 +241,7 @@ VideoInfo decode_video(std::span<const uint8_t> bytes, const FrameSampling& samp
   auto pkt = make_packet();
   std::unique_ptr<AVFrame, FrameDeleter> frame(libav().av_frame_alloc());
   if (!frame) fail(ErrorKind::kInternal, "out of memory for a video frame");
-  SwsContext* sws_raw = nullptr;
-  std::unique_ptr<SwsContext, SwsDeleter> sws_holder;
+  std::unique_ptr<SwsContext, SwsDeleter> sws;
   std::vector<uint8_t> scratch;  // swscale's output
   int64_t n = 0;                 // frames out of the decoder so far
   size_t next = 0;
@@ -258,18 +257,17 @@ VideoInfo decode_video(std::span<const uint8_t> bytes, const FrameSampling& samp
         if (int64_t(frame->width) * frame->height > limits.max_frame_pixels)
           invalid("a video frame is " + std::to_string(frame->width) + " x " + std::to_string(frame->height) +
                   " pixels; the limit is " + std::to_string(limits.max_frame_pixels) + " pixels");
-        sws_raw = libav().sws_getCachedContext(sws_raw, frame->width, frame->height,
+        // The cached context is reused, or freed and replaced when the frame's size or format changed.
+        sws.reset(libav().sws_getCachedContext(sws.release(), frame->width, frame->height,
                                                AVPixelFormat(frame->format), info.width, info.height,
-                                               AV_PIX_FMT_RGB24, SWS_BICUBIC, nullptr, nullptr, nullptr);
-        sws_holder.release();
-        sws_holder.reset(sws_raw);
-        if (!sws_raw) invalid("cannot convert the video's pixel format to RGB");
+                                               AV_PIX_FMT_RGB24, SWS_BICUBIC, nullptr, nullptr, nullptr));
+        if (!sws) invalid("cannot convert the video's pixel format to RGB");
         // swscale's SIMD paths store whole vectors: rows get a 64-byte aligned stride and room past the end.
         const int row = info.width * 3, stride = (row + 63) / 64 * 64 + 64;
         scratch.resize(size_t(stride) * (info.height + 1) + 64);
         uint8_t* dst[4] = {scratch.data(), nullptr, nullptr, nullptr};
         int dst_stride[4] = {stride, 0, 0, 0};
-        libav().sws_scale(sws_raw, frame->data, frame->linesize, 0, frame->height, dst, dst_stride);
+        libav().sws_scale(sws.get(), frame->data, frame->linesize, 0, frame->height, dst, dst_stride);
         RgbImage rgb;
         rgb.width = info.width;
         rgb.height = info.height;
@@ -293,6 +291,17 @@ VideoInfo decode_video(std::span<const uint8_t> bytes, const FrameSampling& samp
     drain();  // flush the decoder's delayed frames
   if (info.indices.empty()) invalid("no frame of the video could be decoded (" + info.codec + ")");
   return info;
+}
+
+VisionPatches preprocess_video_bytes(std::span<const uint8_t> bytes, const FrameSampling& sampling,
+                                     const VideoLimits& limits, const ImageProcessorConfig& config,
+                                     VideoInfo* info) {
+  std::vector<RgbImage> frames;
+  const VideoInfo decoded = decode_video(bytes, sampling, limits, [&](RgbImage&& f) {
+    frames.push_back(resize_for_vision(std::move(f), config));
+  });
+  if (info) *info = decoded;
+  return patchify_frames(frames, config);
 }
 
 bool video_decoding_available(std::string* why) {

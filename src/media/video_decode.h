@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "media/image_decode.h"
+#include "media/image_preprocess.h"
 
 namespace m3::media {
 
@@ -49,6 +50,13 @@ std::vector<int64_t> sample_frame_indices(int64_t total, double video_fps, const
 // FFmpeg can read, a stream without frames, or a limit crossed, with a message a client can act on.
 VideoInfo decode_video(std::span<const uint8_t> bytes, const FrameSampling& sampling,
                        const VideoLimits& limits, const std::function<void(RgbImage&&)>& sink);
+
+// A video's bytes to the vision tower's input: decode_video, each frame brought to the video processor's size
+// (resize_for_vision) as it arrives so that decoded frames never pile up, then patchify_frames. `info`, when
+// given, gets decode_video's answer (the frames' indices and rate, for the prompt's timestamps).
+VisionPatches preprocess_video_bytes(std::span<const uint8_t> bytes, const FrameSampling& sampling,
+                                     const VideoLimits& limits, const ImageProcessorConfig& config,
+                                     VideoInfo* info = nullptr);
 
 // Whether FFmpeg's libraries could be loaded here (media/libav.h); `why` gets the reason when not.
 bool video_decoding_available(std::string* why = nullptr);

@@ -64,11 +64,8 @@ LoadedItem load_item(const MediaPart& p, const MediaModel& model, const MediaOpt
     item.input.patches = media::preprocess_image(image, model.processor);
   } else {
     policy.max_bytes = options.video.max_bytes;
-    std::vector<media::RgbImage> frames;  // resized as they arrive: the decoded ones never pile up
-    item.video = media::decode_video(
-        media::load_media_url(p.url, policy), options.sampling, options.video,
-        [&](media::RgbImage&& f) { frames.push_back(media::resize_for_vision(f, model.video_processor)); });
-    item.input.patches = media::patchify_frames(frames, model.video_processor);
+    item.input.patches = media::preprocess_video_bytes(media::load_media_url(p.url, policy), options.sampling,
+                                                       options.video, model.video_processor, &item.video);
   }
   item.input.hash = multimodal_hash(item.input.patches);
   return item;

@@ -51,11 +51,8 @@ std::vector<media::RgbImage> reference_frames(const nlohmann::json& v) {
 
 // decode_video from the file, then the processor, as the server runs them.
 media::VisionPatches decode_and_preprocess(const nlohmann::json& v, media::VideoInfo* info = nullptr) {
-  std::vector<media::RgbImage> frames;
-  const media::VideoInfo vi = media::decode_video(read_bytes(kDir + "videos/" + v["file"].get<std::string>()),
-                                                  {}, {}, [&](media::RgbImage&& f) { frames.push_back(f); });
-  if (info) *info = vi;
-  return media::preprocess_video(frames, media::video_processor_config());
+  return media::preprocess_video_bytes(read_bytes(kDir + "videos/" + v["file"].get<std::string>()), {}, {},
+                                       media::video_processor_config(), info);
 }
 
 TEST(VideoGolden, PixelValuesMatchTheVideoProcessor) {
